@@ -1,0 +1,8 @@
+const UNIT_MS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/** Parse `90s`, `15m`, `24h`, `7d`, `250ms` or plain seconds; undefined when it is not one. */
+export function parseDuration(text: string): number | undefined {
+  const m = /^(\d{1,9})(ms|s|m|h|d)?$/.exec(text.trim());
+  if (!m) return undefined;
+  return Number(m[1]) * UNIT_MS[m[2] ?? 's']!;
+}

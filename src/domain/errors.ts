@@ -1,0 +1,58 @@
+// Stable error codes (jose util/errors habit): callers switch on `code`, never on messages.
+export type ErrorCode =
+  | 'usage'
+  | 'invalid_request'
+  | 'not_found'
+  | 'conflict'
+  | 'unauthorized'
+  | 'payload_too_large'
+  | 'unsupported_media_type'
+  | 'rate_limited'
+  | 'credential_refused'
+  | 'voucher_refused'
+  | 'control_refused'
+  | 'unavailable'
+  | 'config'
+  | 'store'
+  | 'internal';
+
+/** CLI exit codes (DESIGN §11): 0 ok, 1 negative answer, 2 usage, 3 not found, 4 other. */
+export const EXIT = { ok: 0, negative: 1, usage: 2, notFound: 3, other: 4 } as const;
+
+export class NodeSvcError extends Error {
+  readonly code: ErrorCode;
+  readonly status: number;
+  readonly exitCode: number;
+  /** Extra fields merged into a problem body / JSON error (never secrets). */
+  readonly extra: Record<string, unknown>;
+  /** What the user can do about it, shown after the message in the CLI. */
+  readonly hint: string | undefined;
+  constructor(
+    code: ErrorCode,
+    message: string,
+    opts: { status?: number; exitCode?: number; hint?: string; extra?: Record<string, unknown> } = {},
+  ) {
+    super(message);
+    this.name = 'NodeSvcError';
+    this.code = code;
+    this.status = opts.status ?? 500;
+    this.exitCode = opts.exitCode ?? EXIT.other;
+    this.hint = opts.hint;
+    this.extra = opts.extra ?? {};
+  }
+}
+
+export const usageError = (message: string, hint?: string) =>
+  new NodeSvcError('usage', message, { status: 400, exitCode: EXIT.usage, ...(hint ? { hint } : {}) });
+
+export const invalidRequest = (message: string, extra?: Record<string, unknown>) =>
+  new NodeSvcError('invalid_request', message, { status: 400, exitCode: EXIT.usage, ...(extra ? { extra } : {}) });
+
+export const notFound = (what: string) =>
+  new NodeSvcError('not_found', `${what} not found`, { status: 404, exitCode: EXIT.notFound });
+
+export const conflict = (message: string, hint?: string) =>
+  new NodeSvcError('conflict', message, { status: 409, exitCode: EXIT.other, ...(hint ? { hint } : {}) });
+
+export const configError = (message: string, hint?: string) =>
+  new NodeSvcError('config', message, { status: 500, exitCode: EXIT.other, ...(hint ? { hint } : {}) });

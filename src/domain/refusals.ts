@@ -1,0 +1,37 @@
+/** Every name a credential verify may refuse with (DESIGN §4). The first ten are offline; the last three need live state. */
+export const OFFLINE_REFUSALS = [
+  'malformed',
+  'unsupported_algorithm',
+  'unknown_key',
+  'bad_signature',
+  'wrong_type',
+  'untrusted_issuer',
+  'wrong_audience',
+  'expired',
+  'not_yet_valid',
+  'missing_claim',
+] as const;
+export const LIVE_REFUSALS = ['revoked', 'exhausted', 'budget_halted'] as const;
+export const REFUSALS = [...OFFLINE_REFUSALS, ...LIVE_REFUSALS] as const;
+export type Refusal = (typeof REFUSALS)[number];
+
+/** Voucher refusals (POST /v1/streams/{id}/vouchers). */
+export const VOUCHER_REFUSALS = ['malformed', 'bad_signature', 'wrong_stream', 'over_cap', 'not_monotone', 'not_payable'] as const;
+export type VoucherRefusal = (typeof VOUCHER_REFUSALS)[number];
+
+/** Control message refusals (POST /v1/control). */
+export const CONTROL_REFUSALS = [
+  'malformed',
+  'unsupported_algorithm',
+  'unknown_key',
+  'bad_signature',
+  'wrong_type',
+  'untrusted_issuer',
+  'wrong_audience',
+  'expired',
+  'not_yet_valid',
+  'unknown_kind',
+  'missing_claim',
+  'replayed',
+] as const;
+export type ControlRefusal = (typeof CONTROL_REFUSALS)[number];

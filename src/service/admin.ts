@@ -1,0 +1,182 @@
+// Operator admin use cases: nodes, bearer tokens, trusted issuer keys. Shared by the CLI and the daemon.
+import { createHash, randomBytes } from 'node:crypto';
+import { readFile } from 'node:fs/promises';
+import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.js';
+import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.js';
+import { NODE_ID_RE, newId } from '../domain/ids.js';
+import { iso } from '../domain/time.js';
+import type { Store } from '../store/db.js';
+import { issuerKeys, nodes, tokens } from '../store/admin.js';
+import { jwkProblems, type Jwk, type TrustedKey } from '../sdk/keys.js';
+
+export function checkNodeId(id: string): void {
+  if (!NODE_ID_RE.test(id))
+    throw usageError(`"${id}" is not a valid node id`, 'a node id is 1-128 characters: a letter or digit, then letters, digits, ".", "_", ":" or "-"');
+}
+
+export function addNode(store: Store, id: string, now = Date.now()) {
+  checkNodeId(id);
+  if (nodes.get(store.db, id)) throw conflict(`node "${id}" already exists`, 'pick another id, or `node-svc nodes list` to see them');
+  nodes.insert(store.db, id, now);
+  return { id, createdAt: iso(now) };
+}
+
+export function listNodes(store: Store) {
+  return nodes.list(store.db).map((n) => ({ id: n.id, createdAt: iso(n.created_at), hasToken: !!tokens.active(store.db, n.id) }));
+}
+
+export function removeNode(store: Store, id: string) {
+  const removed = store.db.transaction(() => nodes.remove(store.db, id))();
+  if (!removed) throw notFound(`node "${id}"`);
+  return { id, removed: true };
+}
+
+function requireNode(store: Store, id: string) {
+  if (!nodes.get(store.db, id)) throw notFound(`node "${id}"`);
+}
+
+/** `nsv_` + 32 random bytes, base64url (DESIGN §3). */
+const newToken = () => `nsv_${randomBytes(32).toString('base64url')}`;
+export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
+
+export function issueToken(store: Store, nodeId: string, now = Date.now()) {
+  return store.db.transaction(() => {
+    requireNode(store, nodeId);
+    if (tokens.active(store.db, nodeId))
+      throw conflict(`node "${nodeId}" already has an active token`, `use \`node-svc tokens rotate ${nodeId}\` to replace it`);
+    const token = newToken();
+    const id = newId('tok');
+    tokens.insert(store.db, { id, nodeId, hash: hashToken(token), now });
+    return { node: nodeId, tokenId: id, token, createdAt: iso(now) };
+  }).immediate();
+}
+
+/** Replace the active token; the old one keeps working for `graceMs` (0: stops at once). */
+export function rotateToken(store: Store, nodeId: string, graceMs = 0, now = Date.now()) {
+  return store.db.transaction(() => {
+    requireNode(store, nodeId);
+    const retired = tokens.retireActive(store.db, nodeId, now, graceMs > 0 ? now + graceMs : null);
+    const token = newToken();
+    const id = newId('tok');
+    tokens.insert(store.db, { id, nodeId, hash: hashToken(token), now });
+    return { node: nodeId, tokenId: id, token, createdAt: iso(now), previousValidUntil: retired ? iso(graceMs > 0 ? now + graceMs : now) : null };
+  }).immediate();
+}
+
+export function revokeTokens(store: Store, nodeId: string, now = Date.now()) {
+  return store.db.transaction(() => {
+    requireNode(store, nodeId);
+    return { node: nodeId, revoked: tokens.revokeAll(store.db, nodeId, now) };
+  }).immediate();
+}
+
+/** The node a bearer token belongs to, or undefined (unknown, revoked, grace expired). */
+export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.db, hashToken(token), now);
+
+const MAX_JWKS_BYTES = 1024 * 1024;
+
+/** Read a JWKS (or a single JWK) from a file path or an http(s) URL. */
+export async function readJwksSource(source: string): Promise<unknown> {
+  let text: string;
+  if (/^https?:\/\//i.test(source)) {
+    let res: Response;
+    try {
+      res = await fetch(source, { signal: AbortSignal.timeout(10_000), headers: { accept: 'application/json, application/jwk-set+json' } });
+    } catch (err) {
+      throw new NodeSvcError('unavailable', `cannot fetch ${source}: ${(err as Error).message}`, { hint: 'check the URL, or save the JWKS to a file and add that' });
+    }
+    if (!res.ok) throw new NodeSvcError('unavailable', `fetching ${source} answered HTTP ${res.status}`);
+    text = await res.text();
+  } else {
+    try {
+      text = await readFile(source, 'utf8');
+    } catch (err) {
+      throw usageError(`cannot read ${source}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 'give a JWKS file path or an http(s) URL');
+    }
+  }
+  if (text.length > MAX_JWKS_BYTES) throw usageError(`${source} is larger than 1 MiB; that is not a JWKS`);
+  try {
+    return JSON.parse(text);
+  } catch {
+    throw usageError(`${source} is not JSON`, 'expected a JWKS: {"keys": [ ... ]}');
+  }
+}
+
+/**
+ * Trust the keys of a JWKS for `issuer`. All or nothing: every problem of every key is reported at once
+ * and nothing is stored unless all are fine. Re-adding the same key for the same issuer changes nothing.
+ */
+export function addKeys(store: Store, issuer: string, jwks: unknown, source: string, now = Date.now()) {
+  if (!issuer || issuer.length > 512) throw usageError('--issuer must be a non-empty string of at most 512 characters');
+  const list: unknown[] | undefined =
+    typeof jwks === 'object' && jwks !== null && Array.isArray((jwks as { keys?: unknown }).keys)
+      ? (jwks as { keys: unknown[] }).keys
+      : typeof jwks === 'object' && jwks !== null && 'kty' in jwks
+        ? [jwks]
+        : undefined;
+  if (!list) throw usageError(`${source} is not a JWKS`, 'expected {"keys": [ ... ]} or a single JWK object');
+  if (!list.length) throw usageError(`${source} has no keys`);
+  const problems: string[] = [];
+  const seen = new Set<string>();
+  list.forEach((k, i) => {
+    const kid = (k as Jwk)?.kid;
+    const label = typeof kid === 'string' && kid ? `key "${kid}"` : `key #${i + 1}`;
+    for (const p of jwkProblems(k)) problems.push(`${label} ${p}`);
+    if (typeof kid === 'string') {
+      if (seen.has(kid)) problems.push(`${label} appears twice`);
+      seen.add(kid);
+    }
+  });
+  if (problems.length)
+    throw new NodeSvcError('invalid_request', `refused ${source}, nothing was added:\n  - ${problems.join('\n  - ')}`, { status: 400, exitCode: 2 });
+  return store.db.transaction(() => {
+    const added: string[] = [];
+    const unchanged: string[] = [];
+    for (const k of list as Jwk[]) {
+      const kid = k.kid as string;
+      const pub = publicJwk(k);
+      const existing = issuerKeys.get(store.db, kid);
+      if (existing) {
+        if (existing.issuer === issuer && existing.jwk === JSON.stringify(pub)) { unchanged.push(kid); continue; }
+        throw conflict(
+          existing.issuer === issuer ? `kid "${kid}" is already trusted for ${issuer} with a different key; nothing was added` : `kid "${kid}" is already trusted for another issuer (${existing.issuer}); nothing was added`,
+          `remove it first with \`node-svc keys rm ${kid}\` if it is meant to be replaced`,
+        );
+      }
+      issuerKeys.insert(store.db, { kid, issuer, alg: k.alg as string, jwk: JSON.stringify(pub), source, added_at: now, fetched_at: now });
+      added.push(kid);
+    }
+    if (added.length) issuerKeys.bumpGeneration(store.db);
+    return { issuer, source, added, unchanged };
+  }).immediate();
+}
+
+/** What is stored of a trusted JWK: the public members plus kid, alg and use. */
+function publicJwk(k: Jwk): Jwk {
+  const out: Jwk = { kty: k.kty };
+  for (const m of ['crv', 'x', 'y']) if (k[m] !== undefined) out[m] = k[m];
+  out.kid = k.kid;
+  out.alg = k.alg;
+  out.use = 'sig';
+  return out;
+}
+
+export function listKeys(store: Store) {
+  return issuerKeys.list(store.db).map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg, source: k.source, addedAt: iso(k.added_at), fetchedAt: iso(k.fetched_at) }));
+}
+
+export function removeKey(store: Store, kid: string) {
+  return store.db.transaction(() => {
+    if (!issuerKeys.remove(store.db, kid)) throw notFound(`key "${kid}"`);
+    issuerKeys.bumpGeneration(store.db);
+    return { kid, removed: true };
+  }).immediate();
+}
+
+export function trustedKeys(store: Store): TrustedKey[] {
+  return issuerKeys.list(store.db)
+    .filter((k) => (ALLOWED_ALGORITHMS as readonly string[]).includes(k.alg))
+    .map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg as AllowedAlgorithm, jwk: JSON.parse(k.jwk) as Jwk }));
+}
+
+export const keysGeneration = (store: Store) => issuerKeys.generation(store.db);

@@ -1,0 +1,70 @@
+import Database from 'better-sqlite3';
+import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { NodeSvcError } from '../domain/errors.js';
+import { MIGRATIONS } from './migrations/index.js';
+
+export type Db = Database.Database;
+
+export interface Store {
+  db: Db;
+  dataDir: string;
+  path: string;
+  close(): void;
+}
+
+export const DB_FILE = 'node-svc.db';
+
+/** Data dir: NODE_SVC_DATA_DIR, else --data-dir, else ./data (issue 2). */
+export function resolveDataDir(flag?: string): string {
+  return resolve(process.env.NODE_SVC_DATA_DIR || flag || 'data');
+}
+
+/**
+ * Open (creating if needed) the store: dir 0700, database 0600, WAL, foreign keys, busy timeout,
+ * then migrate. A database written by a newer node-svc is refused before anything touches it.
+ */
+export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): Store {
+  const path = join(dataDir, DB_FILE);
+  if (opts.readonly && !existsSync(path))
+    throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
+  let db: Db;
+  try {
+    db = new Database(path, { readonly: !!opts.readonly, timeout: 5000 });
+  } catch (err) {
+    throw new NodeSvcError('store', `cannot open ${path}: ${(err as Error).message}`);
+  }
+  try {
+    if (!opts.readonly) {
+      db.pragma('journal_mode = WAL');
+      db.pragma('synchronous = FULL');
+    }
+    db.pragma('foreign_keys = ON');
+    migrate(db, !!opts.readonly);
+    for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
+  } catch (err) {
+    db.close();
+    throw err;
+  }
+  return { db, dataDir, path, close: () => db.close() };
+}
+
+export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+
+/** Apply pending migrations in one transaction; PRAGMA user_version records where we are. */
+export function migrate(db: Db, readonly = false): void {
+  const current = db.pragma('user_version', { simple: true }) as number;
+  if (current > LATEST_VERSION)
+    throw new NodeSvcError('store', `this database was written by a newer node-svc (schema ${current}; this build knows up to ${LATEST_VERSION})`, {
+      hint: 'upgrade node-svc, or restore a backup made by this version',
+    });
+  const pending = MIGRATIONS.filter((m) => m.version > current);
+  if (!pending.length) return;
+  if (readonly) throw new NodeSvcError('store', `database schema ${current} needs migrating to ${LATEST_VERSION}`, { hint: 'run any node-svc write command (or the daemon) once' });
+  db.transaction(() => {
+    for (const m of pending) m.up(db);
+    db.pragma(`user_version = ${LATEST_VERSION}`);
+  }).immediate();
+}

@@ -1,0 +1,11 @@
+import type Database from 'better-sqlite3';
+import m0010 from './0010-admin.js';
+
+export interface Migration {
+  version: number;
+  name: string;
+  up(db: Database.Database): void;
+}
+
+/** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
+export const MIGRATIONS: Migration[] = [m0010];
