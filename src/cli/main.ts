@@ -22,7 +22,7 @@ async function main(): Promise<number> {
     throw err;
   }
   if (!result) return EXIT.ok;
-  if (result.human !== '' || jsonFlag) process.stdout.write(render(result, jsonFlag));
+  if (result.data !== undefined) process.stdout.write(render(result, jsonFlag));
   return result.exitCode ?? EXIT.ok;
 }
 

@@ -49,6 +49,12 @@ export function buildProgram(sink: Sink): Command {
     .option('--remote', 'ask the daemon at --url instead of verifying offline')
     .action(run(async (g, jws: string, o: { node?: string; remote?: boolean }) => (await import('./commands/verify.js')).verify(g, jws, o)));
 
+  program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
+    .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
+    .addOption(new Option('--port <port>', 'port (0 picks a free one)').env('NODE_SVC_PORT').default('8787'))
+    .addOption(new Option('--rate-limit <n>', 'requests/s per token, burst 2x (0: off; env NODE_SVC_RATE_LIMIT)'))
+    .action(run(async (g, o: import('./commands/daemon.js').DaemonFlags) => (await import('./commands/daemon.js')).daemon(g, o)));
+
   program.command('version').description('print the version').action(run(async () => ({ data: { version: VERSION }, human: VERSION })));
   return program;
 }

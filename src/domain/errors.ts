@@ -56,3 +56,7 @@ export const conflict = (message: string, hint?: string) =>
 
 export const configError = (message: string, hint?: string) =>
   new NodeSvcError('config', message, { status: 500, exitCode: EXIT.other, ...(hint ? { hint } : {}) });
+
+/** A named refusal (credential, voucher, control): 422 with `refusal` in the problem body, exit 1 in the CLI. */
+export const refused = (code: 'credential_refused' | 'voucher_refused' | 'control_refused', refusal: string, detail: string, extra: Record<string, unknown> = {}) =>
+  new NodeSvcError(code, detail, { status: 422, exitCode: EXIT.negative, extra: { refusal, ...extra } });

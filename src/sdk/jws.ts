@@ -6,12 +6,15 @@ import type { Refusal } from '../domain/refusals.js';
 
 const B64URL_RE = /^[A-Za-z0-9_-]+$/;
 
-/** The three parts of a compact JWS, or undefined when it is not one. */
+/**
+ * The three parts of a compact JWS, or undefined when it is not one. The signature may be empty (an unsecured
+ * `alg: none` JWS) so the header check can refuse it as unsupported_algorithm; no empty signature ever verifies.
+ */
 export function splitCompact(jws: string): [string, string, string] | undefined {
   const parts = jws.split('.');
   if (parts.length !== 3) return undefined;
   const [h, p, s] = parts as [string, string, string];
-  if (!B64URL_RE.test(h) || !B64URL_RE.test(p) || !B64URL_RE.test(s)) return undefined;
+  if (!B64URL_RE.test(h) || !B64URL_RE.test(p) || (s !== '' && !B64URL_RE.test(s))) return undefined;
   return [h, p, s];
 }
 

@@ -1,5 +1,6 @@
 import type Database from 'better-sqlite3';
 import m0010 from './0010-admin.js';
+import m0020 from './0020-streams.js';
 
 export interface Migration {
   version: number;
@@ -8,4 +9,4 @@ export interface Migration {
 }
 
 /** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
-export const MIGRATIONS: Migration[] = [m0010];
+export const MIGRATIONS: Migration[] = [m0010, m0020];

@@ -1,0 +1,49 @@
+// createApp(deps): the node-facing HTTP API. Routes are declared once with zod; /openapi.json is generated from them.
+import { OpenAPIHono } from '@hono/zod-openapi';
+import { invalidRequest } from '../domain/errors.js';
+import { nodeForToken } from '../service/admin.js';
+import type { Deps } from '../service/deps.js';
+import { bearerAuth, type AuthEnv } from './middleware/auth.js';
+import { jsonBody } from './middleware/body.js';
+import { rateLimit } from './middleware/rate-limit.js';
+import { onError, problem } from './problem.js';
+import { controlRoutes } from './routes/control.js';
+import { streamRoutes } from './routes/streams.js';
+import { openApiDocument } from './openapi.js';
+
+export interface AppOptions {
+  /** Requests per second per token (0: off); burst is twice that unless given. */
+  rateLimit: number;
+  rateBurst?: number;
+}
+
+export function createApp(d: Deps, opts: AppOptions) {
+  const app = new OpenAPIHono<AuthEnv>({
+    defaultHook: (result) => {
+      if (!result.success) {
+        const issues = result.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
+        throw invalidRequest(`invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, { issues });
+      }
+    },
+  });
+  app.onError(onError);
+  app.notFound((c) => problem(c, 404, 'not_found', 'no such route'));
+  app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'One token per serviceNode (nsv_…)' });
+
+  app.get('/healthz', (c) => {
+    d.store.db.prepare('SELECT 1').get();
+    return c.json({ status: 'ok' });
+  });
+
+  app.use('/v1/*', bearerAuth({ nodeForToken: (t) => nodeForToken(d.store, t, d.now()) }));
+  app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));
+  app.use('/v1/*', jsonBody());
+
+  streamRoutes(app, d);
+  controlRoutes(app, d);
+
+  const contract = openApiDocument(app);
+  const doc = JSON.stringify(contract);
+  app.get('/openapi.json', (c) => c.body(doc, 200, { 'content-type': 'application/json' }));
+  return Object.assign(app, { contract });
+}

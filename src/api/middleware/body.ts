@@ -1,0 +1,42 @@
+import type { MiddlewareHandler } from 'hono';
+import { NodeSvcError } from '../../domain/errors.js';
+
+export const MAX_BODY_BYTES = 64 * 1024;
+const JSON_RE = /^application\/(?:[\w.-]+\+)?json$/i;
+
+/**
+ * Requests with a body: JSON only (415 otherwise), at most 64 KiB (413, checked on the declared length
+ * before reading and on the bytes actually read), parsed once; malformed JSON is a 400.
+ */
+export function jsonBody(opts: { maxBytes?: number } = {}): MiddlewareHandler {
+  const max = opts.maxBytes ?? MAX_BODY_BYTES;
+  return async function json(c, next) {
+    const method = c.req.method;
+    if (method !== 'POST' && method !== 'PUT' && method !== 'PATCH') return next();
+    const declared = c.req.header('content-length');
+    if (declared !== undefined && Number(declared) > max) throw tooLarge(max);
+    const type = (c.req.header('content-type') ?? '').split(';')[0]!.trim();
+    if (!JSON_RE.test(type)) {
+      // A POST without any body (e.g. rotate-secret, redeliver) needs no content type.
+      if (!type && (declared === undefined || declared === '0')) return next();
+      throw new NodeSvcError('unsupported_media_type', `content-type must be application/json, got ${type ? JSON.stringify(type) : 'none'}`, { status: 415 });
+    }
+    const reader = c.req.raw.body?.getReader();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    if (reader) {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        size += value.byteLength;
+        if (size > max) { await reader.cancel(); throw tooLarge(max); }
+        chunks.push(value);
+      }
+    }
+    // Hand the bytes we read to hono's validator, which parses them (malformed JSON: 400 in onError).
+    (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(Buffer.concat(chunks).toString('utf8'));
+    return next();
+  };
+}
+
+const tooLarge = (max: number) => new NodeSvcError('payload_too_large', `request body is larger than ${max / 1024} KiB`, { status: 413 });

@@ -1,0 +1,36 @@
+// One onError (hono/svix habit): our errors become problem+json with their status; anything else is
+// logged once, without internals, and answered with a bare 500.
+import type { Context } from 'hono';
+import { HTTPException } from 'hono/http-exception';
+import { NodeSvcError } from '../domain/errors.js';
+import { log } from '../log.js';
+
+const TITLES: Record<number, string> = {
+  400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 409: 'Conflict', 413: 'Payload Too Large',
+  415: 'Unsupported Media Type', 422: 'Unprocessable Content', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
+};
+const CODE_BY_STATUS: Record<number, string> = {
+  400: 'invalid_request', 401: 'unauthorized', 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type', 429: 'rate_limited', 503: 'unavailable',
+};
+
+export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+  const body = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail, code, ...extra };
+  return c.body(JSON.stringify(body), status as never, { 'content-type': 'application/problem+json', ...headers });
+}
+
+export function onError(err: Error, c: Context) {
+  if (err instanceof NodeSvcError) {
+    const status = err.code === 'usage' ? 400 : err.status;
+    const code = err.code === 'usage' ? 'invalid_request' : err.code;
+    const headers: Record<string, string> = status === 401 ? { 'www-authenticate': 'Bearer realm="node-svc"' } : {};
+    if (status === 429 && typeof err.extra.retryAfterSeconds === 'number') headers['retry-after'] = String(err.extra.retryAfterSeconds);
+    if (status >= 500) log.error('request failed', { code, status, path: c.req.path });
+    return problem(c, status, code, err.message, err.extra, headers);
+  }
+  if (err instanceof HTTPException) {
+    const status = err.status;
+    return problem(c, status, CODE_BY_STATUS[status] ?? 'invalid_request', status === 400 && /JSON/i.test(err.message) ? 'request body is not valid JSON' : err.message || TITLES[status] || 'error');
+  }
+  log.error('unhandled error', { path: c.req.path, error: err?.name ?? 'Error' });
+  return problem(c, 500, 'internal', 'internal error');
+}

@@ -1,0 +1,88 @@
+import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import type { AuthEnv } from '../middleware/auth.js';
+import type { Deps } from '../../service/deps.js';
+import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
+import { verifyCredential } from '../../service/streams.js';
+import {
+  CredentialRefusal, FinalityView, Headroom, Paging, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
+  VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses,
+} from '../schemas.js';
+import { problem } from '../problem.js';
+
+const security = [{ bearer: [] }];
+const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
+
+export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
+  app.openapi(
+    createRoute({
+      method: 'post', path: '/v1/allowances/verify', tags: ['allowances'], security, operationId: 'verifyAllowance',
+      summary: 'Verify an allowance credential aimed at the caller (fails closed)',
+      request: { body: { required: true, content: { 'application/json': { schema: VerifyRequest } } } },
+      responses: {
+        200: json(ValidCredential, 'Valid, live and aimed at the caller: the payload'),
+        422: { description: 'A named refusal; never a payload', content: { 'application/problem+json': { schema: CredentialRefusal } } },
+        ...problemResponses(400, 401, 413, 415, 429),
+      },
+    }),
+    (c) => {
+      const r = verifyCredential(d, c.get('node'), c.req.valid('json').credential);
+      if (r.valid) return c.json(r, 200);
+      return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get', path: '/v1/streams', tags: ['streams'], security, operationId: 'listStreams', summary: "The caller's streams, by id, cursor-paginated",
+      request: { query: Paging },
+      responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429) },
+    }),
+    (c) => {
+      const q = c.req.valid('query');
+      return c.json(listStreams(d, c.get('node'), q.cursor, q.limit), 200);
+    },
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get', path: '/v1/streams/{id}/verify', tags: ['streams'], security, operationId: 'verifyStream', summary: 'Is the stream open and payable to the caller',
+      request: { params: StreamId },
+      responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(401, 404, 429) },
+    }),
+    (c) => c.json(streamVerify(d, c.get('node'), c.req.valid('param').id), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get', path: '/v1/streams/{id}/headroom', tags: ['streams'], security, operationId: 'getHeadroom', summary: 'Remaining cap, remaining network units, rate, degradation stage',
+      request: { params: StreamId },
+      responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(401, 404, 429) },
+    }),
+    (c) => c.json(headroom(d, c.get('node'), c.req.valid('param').id), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'get', path: '/v1/streams/{id}/finality', tags: ['streams'], security, operationId: 'getFinality', summary: 'Settled-frontier finality and billed truth (the last signed voucher)',
+      request: { params: StreamId },
+      responses: { 200: json(FinalityView, 'Finality; only finality "final" is a credit signal'), ...problemResponses(401, 404, 429) },
+    }),
+    (c) => c.json(finality(d, c.get('node'), c.req.valid('param').id), 200),
+  );
+
+  app.openapi(
+    createRoute({
+      method: 'post', path: '/v1/streams/{id}/vouchers', tags: ['streams'], security, operationId: 'submitVoucher', summary: "Submit the payer's signed voucher: the new billed truth",
+      request: { params: StreamId, body: { required: true, content: { 'application/json': { schema: VoucherRequest } } } },
+      responses: {
+        200: json(VoucherAccepted, 'Accepted, or accepted:false reason "stale" at or below the billed truth (idempotent)'),
+        422: { description: 'voucher_refused (or credential_refused for the optional credential)', content: { 'application/problem+json': { schema: VoucherRefusal } } },
+        ...problemResponses(400, 401, 404, 413, 415, 429),
+      },
+    }),
+    (c) => {
+      const body = c.req.valid('json');
+      return c.json(submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
+    },
+  );
+}

@@ -1,0 +1,165 @@
+// zod schemas: they validate requests, type handlers and generate /openapi.json (never hand-edited).
+import { z } from '@hono/zod-openapi';
+import { EVENT_KIND_LIST, HALT_REASONS, SCHEMA_VERSIONS } from '../domain/events.js';
+import { REFUSALS, VOUCHER_REFUSALS, CONTROL_REFUSALS } from '../domain/refusals.js';
+import { STAGES } from '../domain/stages.js';
+
+export const Micro = z.string().regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
+const Time = z.string().openapi({ description: 'RFC 3339 UTC with milliseconds', example: '2026-11-21T10:00:00.000Z' });
+
+export const Problem = z
+  .object({
+    type: z.string(),
+    title: z.string(),
+    status: z.number().int(),
+    detail: z.string(),
+    code: z.enum(['unauthorized', 'not_found', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
+    refusal: z.string().optional().openapi({ description: 'For *_refused: the named refusal' }),
+    valid: z.literal(false).optional(),
+    issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+  })
+  .openapi('Problem', { description: 'RFC 9457 problem details (application/problem+json)' });
+
+export const problemResponses = (...statuses: number[]) =>
+  Object.fromEntries(
+    statuses.map((s) => [
+      s,
+      { description: PROBLEM_DESCRIPTIONS[s] ?? 'Error', content: { 'application/problem+json': { schema: s === 422 ? RefusalProblem : Problem } } },
+    ]),
+  );
+const PROBLEM_DESCRIPTIONS: Record<number, string> = {
+  400: 'Malformed JSON, missing or unknown fields, invalid values',
+  401: 'Missing, unknown or revoked bearer token',
+  404: 'Unknown, or owned by another node (never 403)',
+  413: 'Body over 64 KiB',
+  415: 'Body is not application/json',
+  422: 'A named refusal',
+  429: 'Rate limited (see Retry-After)',
+};
+export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
+
+export const VerifyRequest = z.strictObject({ credential: z.string().min(1).openapi({ description: 'The allowance credential (compact JWS) as presented' }) }).openapi('VerifyRequest');
+export const ValidCredential = z
+  .object({
+    valid: z.literal(true),
+    credentialId: z.string(),
+    issuer: z.string(),
+    payer: z.string(),
+    node: z.string(),
+    stream: z.string(),
+    budget: z.string(),
+    capMicro: Micro,
+    asset: z.string(),
+    unitPriceMicro: Micro,
+    rateMicroPerSecond: Micro.nullable(),
+    mode: z.enum(['escrow', 'card']),
+    issuedAt: Time,
+    expiresAt: Time,
+  })
+  .openapi('ValidCredential');
+export const CredentialRefusal = RefusalProblem.extend({ valid: z.literal(false), refusal: z.enum(REFUSALS) }).openapi('CredentialRefusal');
+
+export const StreamId = z.object({ id: z.string().min(1).max(256).openapi({ param: { name: 'id', in: 'path' }, example: 'stream-42' }) });
+
+const StreamStatus = z.enum(['open', 'exhausted', 'revoked', 'expired', 'budget_halted', 'budget_released']);
+export const StreamVerify = z.object({ stream: z.string(), open: z.boolean(), payable: z.boolean(), status: StreamStatus, reason: z.string().nullable() }).openapi('StreamVerify');
+
+export const Headroom = z
+  .object({
+    stream: z.string(),
+    asset: z.string(),
+    capMicro: Micro,
+    billedMicro: Micro,
+    remainingCapMicro: Micro,
+    unitPriceMicro: Micro,
+    remainingUnits: Micro.openapi({ description: 'remaining cap ÷ unit price, floored' }),
+    rate: z.object({ limitMicroPerSecond: Micro.nullable(), observedMicroPerSecond: Micro }),
+    degradationStage: z.enum(STAGES),
+    status: StreamStatus,
+    asOf: Time,
+  })
+  .openapi('Headroom');
+
+const Finality = z.enum(['none', 'checkpointed', 'final']);
+export const FinalityView = z
+  .object({
+    stream: z.string(),
+    asset: z.string(),
+    finality: Finality.openapi({ description: 'Finality of the settled frontier; only "final" is a credit signal' }),
+    finalMicro: Micro.openapi({ description: 'The credit-safe amount' }),
+    checkpointedMicro: Micro,
+    frontier: z.object({ amountMicro: Micro, finality: Finality, reference: z.string().nullable(), checkpointedAt: Time.nullable(), finalAt: Time.nullable() }),
+    billedTruth: z.object({ amountMicro: Micro, units: Micro, signedAt: Time.nullable(), voucher: z.string().nullable().openapi({ description: 'The last signed voucher' }) }),
+    unsettledMicro: Micro,
+    asOf: Time,
+  })
+  .openapi('Finality');
+
+export const StreamSummary = z
+  .object({
+    stream: z.string(), budget: z.string(), payer: z.string(), issuer: z.string(), mode: z.enum(['escrow', 'card']), asset: z.string(),
+    status: StreamStatus, degradationStage: z.enum(STAGES), capMicro: Micro, billedMicro: Micro, remainingCapMicro: Micro,
+    finality: Finality, finalMicro: Micro, unsettledMicro: Micro, expiresAt: Time,
+  })
+  .openapi('StreamSummary');
+export const StreamList = z.object({ data: z.array(StreamSummary), nextCursor: z.string().nullable() }).openapi('StreamList');
+export const Paging = z.object({
+  cursor: z.string().max(1024).optional().openapi({ param: { name: 'cursor', in: 'query' } }),
+  limit: z.coerce.number().int().min(1).max(500).default(100).openapi({ param: { name: 'limit', in: 'query' } }),
+});
+
+export const Eip712Voucher = z
+  .strictObject({ stream: z.string(), amount: Micro, units: Micro, signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/) })
+  .openapi('Eip712Voucher', { description: 'Escrow mode: EIP-712 Voucher(bytes32 channelId, uint128 cumulativeAmount) signed by cnf.addr' });
+export const VoucherRequest = z
+  .strictObject({
+    voucher: z.union([z.string().min(1).max(16384).openapi({ description: 'JWS voucher (typ voucher+jwt) signed by cnf.jwk' }), Eip712Voucher]),
+    credential: z.string().min(1).max(16384).optional().openapi({ description: "Registers the stream if the daemon has not seen it (e.g. verified offline by a gateway)" }),
+  })
+  .openapi('VoucherRequest');
+export const VoucherAccepted = z
+  .object({
+    accepted: z.boolean(),
+    reason: z.literal('stale').optional(),
+    stream: z.string(),
+    billedMicro: Micro,
+    billedUnits: Micro,
+    remainingCapMicro: Micro.optional(),
+    exhausted: z.boolean().optional(),
+    voucherHash: z.string().optional(),
+  })
+  .openapi('VoucherResult');
+export const VoucherRefusal = RefusalProblem.extend({ refusal: z.enum(VOUCHER_REFUSALS) }).openapi('VoucherRefusal');
+
+export const ControlRequest = z.strictObject({ message: z.string().min(1).max(16384).openapi({ description: 'Control fact: compact JWS, typ control+jwt, signed by a trusted issuer key' }) }).openapi('ControlRequest');
+export const ControlResult = z.object({ applied: z.boolean(), duplicate: z.boolean(), kind: z.string(), eventId: z.string() }).openapi('ControlResult');
+export const ControlRefusal = RefusalProblem.extend({ refusal: z.enum(CONTROL_REFUSALS) }).openapi('ControlRefusal');
+
+// ---- events (the webhook contract, also under top-level `webhooks`) ----
+const money = { asset: z.string(), amountMicro: Micro };
+export const EVENT_DATA = {
+  'settlement.checkpointed': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'settlement.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'capture.created': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'refund.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'stream.revoked': z.object({ stream: z.string(), budget: z.string().optional(), reason: z.string().optional() }),
+  'stream.exhausted': z.object({ stream: z.string(), budget: z.string(), asset: z.string(), capMicro: Micro, billedMicro: Micro }),
+  'budget.released': z.object({ budget: z.string(), asset: z.string().optional(), amountMicro: Micro.optional() }),
+  'budget.halted': z.object({ budget: z.string(), reason: z.enum(HALT_REASONS) }),
+  'subscription.period_opened': z.object({ subscription: z.string(), period: z.number().int(), periodStart: Time.optional(), periodEnd: Time.optional() }),
+  'subscription.renewal_declined': z.object({ subscription: z.string(), period: z.number().int() }),
+  'subscription.closed': z.object({ subscription: z.string(), period: z.number().int() }),
+} as const;
+
+export const envelopeOf = (kind: keyof typeof EVENT_DATA) =>
+  z.object({
+    id: z.string().openapi({ description: 'Stable event id (evt_ + ULID); equals x-service-event-id; the idempotency key' }),
+    type: z.literal(kind),
+    schemaVersion: z.enum(SCHEMA_VERSIONS),
+    occurredAt: Time,
+    externalRef: z.string().openapi({ description: 'stream:<id>, budget:<id> or subscription:<id>' }),
+    data: EVENT_DATA[kind],
+  });
+export const Envelope = z
+  .object({ id: z.string(), type: z.enum(EVENT_KIND_LIST as [string, ...string[]]), schemaVersion: z.enum(SCHEMA_VERSIONS), occurredAt: Time, externalRef: z.string(), data: z.record(z.string(), z.unknown()) })
+  .openapi('EventEnvelope');

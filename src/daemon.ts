@@ -1,0 +1,54 @@
+// Composition root: open store → migrate → keyring → API (+ delivery worker and rails as they land).
+import { serve, type ServerType } from '@hono/node-server';
+import type { AddressInfo } from 'node:net';
+import { createApp } from './api/app.js';
+import { log } from './log.js';
+import { DEFAULT_SERVICE_CONFIG, type Deps, type ServiceConfig } from './service/deps.js';
+import { Keyring } from './service/keyring.js';
+import { openStore } from './store/db.js';
+
+export interface DaemonOptions {
+  dataDir: string;
+  host: string;
+  port: number;
+  rateLimit: number;
+  service?: Partial<ServiceConfig>;
+}
+
+export interface Daemon {
+  url: string;
+  deps: Deps;
+  stop(): Promise<void>;
+}
+
+export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
+  const store = openStore(o.dataDir);
+  const config = { ...DEFAULT_SERVICE_CONFIG, ...o.service };
+  const deps: Deps = { store, keyring: new Keyring(store, { clockTolerance: config.clockTolerance }), config, now: Date.now };
+  const app = createApp(deps, { rateLimit: o.rateLimit });
+  const server: ServerType = await new Promise((resolve, reject) => {
+    const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
+    s.once('error', reject);
+  });
+  const addr = server.address() as AddressInfo;
+  const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
+  const url = `http://${host}:${addr.port}`;
+  log.info('daemon started', { url, dataDir: o.dataDir });
+  let stopping: Promise<void> | undefined;
+  return {
+    url,
+    deps,
+    stop() {
+      // Stop accepting, let in-flight requests finish, then close the store.
+      stopping ??= new Promise<void>((resolve) => {
+        server.close(() => {
+          store.close();
+          log.info('daemon stopped');
+          resolve();
+        });
+        (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
+      });
+      return stopping;
+    },
+  };
+}

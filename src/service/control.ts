@@ -1,0 +1,150 @@
+// POST /v1/control: signed facts from a trusted issuer (DESIGN §7). Verified, idempotent on jti, applied
+// together with the event of the same name in one transaction; a refusal changes nothing.
+import { createHash } from 'node:crypto';
+import { ALLOWED_ALGORITHMS } from '../domain/credential.js';
+import { parseMicro } from '../domain/amount.js';
+import { refused } from '../domain/errors.js';
+import { HALT_REASONS, type EventKind } from '../domain/events.js';
+import { EXTERNAL_ID_RE } from '../domain/ids.js';
+import type { ControlRefusal } from '../domain/refusals.js';
+import { iso } from '../domain/time.js';
+import { checkHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
+import { recordEvent } from '../store/events.js';
+import { budgets, controlMessages, periods, revocations, streams } from '../store/streams.js';
+import type { Deps } from './deps.js';
+
+export const CONTROL_TYP = 'control+jwt';
+export const CONTROL_KINDS = [
+  'stream.revoked',
+  'budget.halted',
+  'budget.released',
+  'subscription.period_opened',
+  'subscription.renewal_declined',
+  'subscription.closed',
+] as const;
+export type ControlKind = (typeof CONTROL_KINDS)[number];
+
+const no = (refusal: ControlRefusal, detail: string) => refused('control_refused', refusal, detail);
+const ALGS = new Set<string>(ALLOWED_ALGORITHMS);
+const isDate = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
+
+function need(c: Record<string, unknown>, name: string): unknown {
+  if (c[name] === undefined || c[name] === null) throw no('missing_claim', `claim "${name}" is required for ${String(c.kind)}`);
+  return c[name];
+}
+function id(c: Record<string, unknown>, name: string): string {
+  const v = need(c, name);
+  if (typeof v !== 'string' || !EXTERNAL_ID_RE.test(v)) throw no('malformed', `claim "${name}" must be an id of letters, digits and ._:@+=-`);
+  return v;
+}
+function period(c: Record<string, unknown>, required: boolean): number | null {
+  if (!required && c.period === undefined) return null;
+  const v = need(c, 'period');
+  if (typeof v !== 'number' || !Number.isSafeInteger(v) || v < 1) throw no('malformed', 'claim "period" must be an integer >= 1');
+  return v;
+}
+
+export function applyControl(d: Deps, nodeId: string, message: unknown) {
+  if (typeof message !== 'string' || message.length > 16 * 1024) throw no('malformed', 'message must be a compact JWS string of at most 16 KiB');
+  const parts = splitCompact(message);
+  const header = parts && decodeJson(parts[0]);
+  if (!parts || !header) throw no('malformed', 'message is not a compact JWS');
+  const keyring = d.keyring.current();
+  const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);
+  if ('refusal' in entry) throw no(entry.refusal as ControlRefusal, entry.detail);
+  if (!verifySignature(entry, parts)) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
+  const c = decodeJson(parts[1]);
+  if (!c) throw no('malformed', 'payload is not a JSON object');
+  for (const n of ['iss', 'aud', 'jti', 'iat', 'kind']) need(c, n);
+  if (c.iss !== entry.issuer) throw no('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);
+  if (c.aud !== nodeId) throw no('wrong_audience', `message is aimed at ${JSON.stringify(c.aud)}, not this node`);
+  if (typeof c.jti !== 'string' || !c.jti || c.jti.length > 256) throw no('malformed', 'claim "jti" must be a string of 1 to 256 characters');
+  if (!isDate(c.iat)) throw no('malformed', 'claim "iat" must be a NumericDate');
+  const t = d.now() / 1000;
+  const tol = d.config.clockTolerance;
+  if (c.iat > t + tol) throw no('not_yet_valid', 'message is issued in the future');
+  if (c.exp !== undefined && (!isDate(c.exp) || t - tol >= c.exp)) throw no('expired', 'message has expired');
+  if (!(CONTROL_KINDS as readonly unknown[]).includes(c.kind)) throw no('unknown_kind', `kind ${JSON.stringify(c.kind)} is not one of ${CONTROL_KINDS.join(', ')}`);
+  const kind = c.kind as ControlKind;
+  const hash = createHash('sha256').update(message).digest('hex');
+
+  return d.store.db.transaction(() => {
+    const db = d.store.db;
+    const seen = controlMessages.get(db, nodeId, c.jti as string);
+    if (seen) {
+      if (seen.message_hash !== hash) throw no('replayed', `jti ${String(c.jti)} was already used by a different message`);
+      return { applied: false, duplicate: true, kind, eventId: seen.event_id };
+    }
+    const now = d.now();
+    let type: EventKind = kind;
+    let ref: string;
+    let data: Record<string, unknown>;
+    switch (kind) {
+      case 'stream.revoked': {
+        const stream = id(c, 'stream');
+        const reason = c.reason === undefined ? null : String(c.reason).slice(0, 256);
+        revocations.insert(db, nodeId, stream, reason, now);
+        const row = streams.get(db, nodeId, stream);
+        if (row) streams.setStatus(db, nodeId, stream, 'revoked', reason, now);
+        ref = `stream:${stream}`;
+        data = { stream, ...(row ? { budget: row.budget } : {}), ...(reason !== null ? { reason } : {}) };
+        break;
+      }
+      case 'budget.halted': {
+        const budget = id(c, 'budget');
+        const reason = need(c, 'reason');
+        if (!(HALT_REASONS as readonly unknown[]).includes(reason)) throw no('malformed', `reason must be one of ${HALT_REASONS.join(', ')}`);
+        const b = budgets.get(db, nodeId, budget);
+        const reasons = new Set<string>(b ? (JSON.parse(b.reasons) as string[]) : []);
+        reasons.add(reason as string);
+        // Precedence active < halted < released: a released budget stays released.
+        budgets.upsert(db, { nodeId, id: budget, status: b?.status === 'released' ? 'released' : 'halted', reasons: [...reasons].sort(), releasedMicro: b?.released_micro ?? null, now });
+        ref = `budget:${budget}`;
+        data = { budget, reason };
+        break;
+      }
+      case 'budget.released': {
+        const budget = id(c, 'budget');
+        const amount = c.amount === undefined ? undefined : parseMicro(c.amount);
+        if (c.amount !== undefined && amount === undefined) throw no('malformed', 'claim "amount" must be a decimal string of micro units');
+        const b = budgets.get(db, nodeId, budget);
+        const released = amount === undefined ? (b?.released_micro ?? null) : b?.released_micro != null && b.released_micro > amount ? b.released_micro : amount;
+        budgets.upsert(db, { nodeId, id: budget, status: 'released', reasons: b ? (JSON.parse(b.reasons) as string[]) : [], releasedMicro: released, now });
+        const asset = streams.inBudget(db, nodeId, budget)[0]?.asset;
+        ref = `budget:${budget}`;
+        data = { budget, ...(asset ? { asset } : {}), ...(amount !== undefined ? { amountMicro: amount.toString() } : {}) };
+        break;
+      }
+      case 'subscription.period_opened': {
+        const sub = id(c, 'subscription');
+        const p = period(c, true)!;
+        const start = need(c, 'periodStart');
+        const end = need(c, 'periodEnd');
+        if (!isDate(start) || !isDate(end) || end <= start) throw no('malformed', 'periodStart and periodEnd must be NumericDates with periodEnd after periodStart');
+        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'open', start, end, now });
+        ref = `subscription:${sub}`;
+        data = { subscription: sub, period: p, periodStart: iso(start * 1000), periodEnd: iso(end * 1000) };
+        break;
+      }
+      case 'subscription.renewal_declined': {
+        const sub = id(c, 'subscription');
+        const p = period(c, true)!;
+        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'renewal_declined', start: null, end: null, now });
+        ref = `subscription:${sub}`;
+        data = { subscription: sub, period: p };
+        break;
+      }
+      case 'subscription.closed': {
+        const sub = id(c, 'subscription');
+        const p = period(c, false) ?? periods.latest(db, nodeId, sub).p ?? 0;
+        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'closed', start: null, end: null, now });
+        ref = `subscription:${sub}`;
+        data = { subscription: sub, period: p };
+        break;
+      }
+    }
+    const e = recordEvent(db, nodeId, type, ref, data, now);
+    controlMessages.insert(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId: e.id, now });
+    return { applied: true, duplicate: false, kind, eventId: e.id };
+  }).immediate();
+}

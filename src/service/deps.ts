@@ -1,0 +1,29 @@
+import type { Store } from '../store/db.js';
+import type { Keyring } from './keyring.js';
+
+export interface ServiceConfig {
+  /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
+  clockTolerance: number;
+  /** Window over which the observed rate is measured, seconds. */
+  rateWindowSeconds: number;
+  /** Degradation thresholds, percent of cap left / percent of the rate limit (DESIGN §5). */
+  lowPercentLeft: number;
+  criticalPercentLeft: number;
+  lowRatePercent: number;
+}
+
+export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
+  clockTolerance: 30,
+  rateWindowSeconds: 60,
+  lowPercentLeft: 20,
+  criticalPercentLeft: 5,
+  lowRatePercent: 80,
+};
+
+/** What the use cases need: no HTTP or terminal types in here. */
+export interface Deps {
+  store: Store;
+  keyring: Keyring;
+  config: ServiceConfig;
+  now(): number;
+}

@@ -1,0 +1,280 @@
+// Stream use cases: credential verify with live state, stream verify, headroom, finality, vouchers, listing.
+import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
+import { parseMicro, parsePositiveMicro } from '../domain/amount.js';
+import type { VerifiedClaims, VerifyResult } from '../domain/credential.js';
+import { notFound, refused } from '../domain/errors.js';
+import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
+import { degradationStage, type Stage } from '../domain/stages.js';
+import { iso } from '../domain/time.js';
+import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
+import { recordEvent } from '../store/events.js';
+import { budgets, revocations, streams, vouchers, type StreamRow } from '../store/streams.js';
+import type { Deps } from './deps.js';
+
+export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released';
+
+interface Standing {
+  status: StreamStatus;
+  reason: string | null;
+}
+
+/** Why a stream is or is not payable now: revoked > exhausted > budget > expiry. */
+function standing(d: Deps, row: StreamRow): Standing {
+  const db = d.store.db;
+  if (row.status === 'revoked') return { status: 'revoked', reason: row.status_reason };
+  const rev = revocations.get(db, row.node_id, row.id);
+  if (rev) return { status: 'revoked', reason: rev.reason };
+  if (row.status === 'exhausted') return { status: 'exhausted', reason: 'billed truth reached the cap' };
+  const b = budgets.get(db, row.node_id, row.budget);
+  if (b?.status === 'halted') return { status: 'budget_halted', reason: (JSON.parse(b.reasons) as string[]).join(',') };
+  if (b?.status === 'released') return { status: 'budget_released', reason: `budget ${row.budget} was released` };
+  if (d.now() >= row.exp * 1000) return { status: 'expired', reason: `credential expired at ${iso(row.exp * 1000)}` };
+  return { status: 'open', reason: null };
+}
+
+function requireStream(d: Deps, nodeId: string, id: string): StreamRow {
+  const row = streams.get(d.store.db, nodeId, id);
+  if (!row) throw notFound('stream'); // same answer for unknown and another node's: never 403
+  return row;
+}
+
+const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked', exhausted: 'exhausted', budget_halted: 'budget_halted', budget_released: 'budget_halted' };
+
+/**
+ * POST /v1/allowances/verify: the offline verifier plus live state. A valid credential aimed at the caller
+ * registers its stream, or renews it when its iat is newer (the cap never drops below what is billed).
+ */
+export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyResult {
+  const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
+  if (!('ok' in out)) return out;
+  return d.store.db.transaction((): VerifyResult => {
+    const r = register(d, nodeId, jws as string, out.claims);
+    return r ?? out.claims.result;
+  }).immediate();
+}
+
+/** Register or renew the credential's stream; a refusal when live state says no. Call inside a transaction. */
+function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): VerifyResult | undefined {
+  const db = d.store.db;
+  const c = v.result;
+  const now = d.now();
+  const rev = revocations.get(db, nodeId, c.stream);
+  if (rev) return { valid: false, refusal: 'revoked', detail: `stream ${c.stream} was revoked${rev.reason ? ` (${rev.reason})` : ''}` };
+  const b = budgets.get(db, nodeId, c.budget);
+  if (b && b.status !== 'active') return { valid: false, refusal: 'budget_halted', detail: `budget ${c.budget} is ${b.status}` };
+  const row = streams.get(db, nodeId, c.stream);
+  const fields = {
+    node_id: nodeId, id: c.stream, budget: c.budget, issuer: c.issuer, payer: c.payer, credential_id: c.credentialId, credential: jws,
+    iat: v.iat, exp: v.exp, cap_micro: BigInt(c.capMicro), asset: c.asset, unit_price_micro: BigInt(c.unitPriceMicro),
+    rate_micro_per_s: c.rateMicroPerSecond === null ? null : BigInt(c.rateMicroPerSecond), mode: c.mode,
+    voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now,
+  };
+  if (!row) {
+    streams.insert(db, fields);
+    return undefined;
+  }
+  if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode)
+    return { valid: false, refusal: 'malformed', detail: `stream ${c.stream} is already registered with another issuer, payer, budget, asset or mode` };
+  const live = standing(d, row);
+  const refusal = LIVE_REFUSAL[live.status];
+  if (refusal) return { valid: false, refusal, detail: `stream ${c.stream} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` };
+  streams.renew(db, fields);
+  return undefined;
+}
+
+export function streamVerify(d: Deps, nodeId: string, id: string) {
+  const row = requireStream(d, nodeId, id);
+  const s = standing(d, row);
+  const remaining = row.cap_micro - row.billed_micro;
+  const open = s.status === 'open';
+  return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason };
+}
+
+function observedRate(d: Deps, row: StreamRow): bigint {
+  const w = d.config.rateWindowSeconds;
+  if (row.billed_micro === 0n) return 0n;
+  const before = vouchers.billedAsOf(d.store.db, row.node_id, row.id, d.now() - w * 1000);
+  return (row.billed_micro - before) / BigInt(w);
+}
+
+function headroomOf(d: Deps, row: StreamRow) {
+  const s = standing(d, row);
+  const remaining = row.cap_micro - row.billed_micro;
+  const observed = observedRate(d, row);
+  const stage: Stage = degradationStage({
+    payable: s.status === 'open',
+    capMicro: row.cap_micro,
+    remainingMicro: remaining,
+    limitMicroPerSecond: row.rate_micro_per_s,
+    observedMicroPerSecond: observed,
+    lowPercentLeft: d.config.lowPercentLeft,
+    criticalPercentLeft: d.config.criticalPercentLeft,
+    lowRatePercent: d.config.lowRatePercent,
+  });
+  return {
+    stream: row.id,
+    asset: row.asset,
+    capMicro: row.cap_micro.toString(),
+    billedMicro: row.billed_micro.toString(),
+    remainingCapMicro: remaining.toString(),
+    unitPriceMicro: row.unit_price_micro.toString(),
+    remainingUnits: (remaining / row.unit_price_micro).toString(),
+    rate: { limitMicroPerSecond: row.rate_micro_per_s?.toString() ?? null, observedMicroPerSecond: observed.toString() },
+    degradationStage: stage,
+    status: s.status,
+    asOf: iso(d.now()),
+  };
+}
+
+export const headroom = (d: Deps, nodeId: string, id: string) => headroomOf(d, requireStream(d, nodeId, id));
+
+export function finalityOf(d: Deps, row: StreamRow) {
+  return {
+    stream: row.id,
+    asset: row.asset,
+    finality: row.frontier_finality,
+    finalMicro: row.final_micro.toString(),
+    checkpointedMicro: row.checkpointed_micro.toString(),
+    frontier: {
+      amountMicro: row.frontier_micro.toString(),
+      finality: row.frontier_finality,
+      reference: row.frontier_reference,
+      checkpointedAt: row.frontier_checkpointed_at === null ? null : iso(row.frontier_checkpointed_at),
+      finalAt: row.frontier_final_at === null ? null : iso(row.frontier_final_at),
+    },
+    billedTruth: {
+      amountMicro: row.billed_micro.toString(),
+      units: row.billed_units.toString(),
+      signedAt: row.billed_signed_at === null ? null : iso(row.billed_signed_at * 1000),
+      voucher: row.billed_voucher,
+    },
+    unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(),
+    asOf: iso(d.now()),
+  };
+}
+
+export const finality = (d: Deps, nodeId: string, id: string) => finalityOf(d, requireStream(d, nodeId, id));
+
+export function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number) {
+  const after = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
+  const rows = streams.page(d.store.db, nodeId, after, limit + 1);
+  const page = rows.slice(0, limit);
+  return {
+    data: page.map((row) => {
+      const h = headroomOf(d, row);
+      return {
+        stream: row.id, budget: row.budget, payer: row.payer, issuer: row.issuer, mode: row.mode, asset: row.asset,
+        status: h.status, degradationStage: h.degradationStage, capMicro: h.capMicro, billedMicro: h.billedMicro,
+        remainingCapMicro: h.remainingCapMicro, finality: row.frontier_finality, finalMicro: row.final_micro.toString(),
+        unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(), expiresAt: iso(row.exp * 1000),
+      };
+    }),
+    nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1]!.id, 'utf8').toString('base64url') : null,
+  };
+}
+
+// ---- vouchers ----
+
+export const VOUCHER_TYP = 'voucher+jwt';
+const keyCache = new Map<string, KeyObject>();
+function voucherKey(jwkJson: string): KeyObject {
+  let k = keyCache.get(jwkJson);
+  if (!k) {
+    const { jwk } = JSON.parse(jwkJson) as { jwk: Record<string, unknown> };
+    k = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y } as never, format: 'jwk' });
+    if (keyCache.size > 10_000) keyCache.clear();
+    keyCache.set(jwkJson, k);
+  }
+  return k;
+}
+
+const vRefuse = (refusal: VoucherRefusal, detail: string, extra: Record<string, unknown> = {}) => refused('voucher_refused', refusal, detail, extra);
+
+export interface ParsedVoucher {
+  stream: string;
+  amount: bigint;
+  units: bigint;
+  iat: number;
+}
+
+/** Check a JWS voucher against the stream's `cnf.jwk`. Throws a voucher_refused error. */
+export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher {
+  const parts = splitCompact(voucher);
+  const header = parts && decodeJson(parts[0]);
+  if (!parts || !header) throw vRefuse('malformed', 'voucher is not a compact JWS');
+  const cnf = JSON.parse(row.voucher_key) as { jwk?: Record<string, unknown> };
+  if (!cnf.jwk) throw vRefuse('bad_signature', `stream ${row.id} takes EIP-712 vouchers signed by its cnf.addr, not JWS`);
+  const alg = cnf.jwk.kty === 'OKP' ? 'EdDSA' : cnf.jwk.kty === 'EC' && cnf.jwk.crv === 'P-256' ? 'ES256' : undefined;
+  if (!alg || header.alg !== alg) throw vRefuse('bad_signature', `voucher alg must be ${alg ?? 'EdDSA or ES256'} for the stream's voucher key`);
+  if (!isTyp(header.typ, VOUCHER_TYP)) throw vRefuse('malformed', `voucher typ must be "${VOUCHER_TYP}"`);
+  if (header.crit !== undefined || header.b64 !== undefined) throw vRefuse('malformed', 'critical or b64 header parameters are not supported');
+  let key: KeyObject;
+  try {
+    key = voucherKey(row.voucher_key);
+  } catch {
+    throw vRefuse('bad_signature', "the stream's voucher key is not usable");
+  }
+  if (!verifySignature({ alg, key }, parts)) throw vRefuse('bad_signature', "voucher signature does not verify with the credential's cnf key");
+  const c = decodeJson(parts[1]);
+  if (!c) throw vRefuse('malformed', 'voucher payload is not a JSON object');
+  const amount = parsePositiveMicro(c.amount);
+  const units = parseMicro(c.units);
+  if (typeof c.stream !== 'string') throw vRefuse('malformed', 'voucher claim "stream" is missing');
+  if (amount === undefined) throw vRefuse('malformed', 'voucher claim "amount" must be a decimal string of a positive integer (cumulative micro units)');
+  if (units === undefined) throw vRefuse('malformed', 'voucher claim "units" must be a decimal string of a non-negative integer (cumulative network units)');
+  if (typeof c.iat !== 'number' || !Number.isSafeInteger(c.iat) || c.iat < 0) throw vRefuse('malformed', 'voucher claim "iat" must be a NumericDate');
+  return { stream: c.stream, amount, units, iat: c.iat };
+}
+
+export type VoucherChecker = (row: StreamRow, voucher: unknown) => ParsedVoucher;
+
+/** Voucher encodings by the stream's cnf (jwk: JWS; addr: EIP-712, added by the escrow rail). */
+export const voucherCheckers: { jws: VoucherChecker; eip712?: VoucherChecker } = {
+  jws: (row, v) => {
+    if (typeof v !== 'string') throw vRefuse('malformed', 'this stream takes JWS vouchers (a compact JWS string)');
+    return checkJwsVoucher(row, v);
+  },
+};
+
+/**
+ * POST /v1/streams/{id}/vouchers: a new billed truth, or `stale` (idempotent) at or below it, or a refusal.
+ * Reaching the cap marks the stream exhausted and records stream.exhausted in the same transaction.
+ */
+export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
+  if (credential !== undefined && !streams.get(d.store.db, nodeId, id)) {
+    const r = verifyCredential(d, nodeId, credential);
+    if (!r.valid) throw refused('credential_refused', r.refusal, r.detail, { valid: false });
+    if (r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
+  }
+  return d.store.db.transaction(() => {
+    const db = d.store.db;
+    const row = requireStream(d, nodeId, id);
+    const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
+    const checker = JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws;
+    if (!checker) throw vRefuse('bad_signature', 'EIP-712 vouchers need the escrow rail, which is not configured');
+    const v = checker(row, voucher);
+    if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
+    const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
+    if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };
+    const s = standing(d, row);
+    if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { status: s.status });
+    if (v.units < row.billed_units) throw vRefuse('not_monotone', `voucher units ${v.units} are below the billed ${row.billed_units}`, billed);
+    if (v.amount > row.cap_micro) throw vRefuse('over_cap', `voucher amount ${v.amount} is above the cap ${row.cap_micro}`, { capMicro: row.cap_micro.toString(), ...billed });
+    const now = d.now();
+    const exhausted = v.amount === row.cap_micro;
+    streams.bill(db, nodeId, id, v.amount, v.units, encoded, v.iat, now, exhausted);
+    vouchers.insert(db, { nodeId, stream: id, amount: v.amount, units: v.units, signedAt: v.iat, now, voucher: encoded });
+    if (exhausted)
+      recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: v.amount.toString() }, now);
+    const remaining = row.cap_micro - v.amount;
+    return {
+      accepted: true as const,
+      stream: row.id,
+      billedMicro: v.amount.toString(),
+      billedUnits: v.units.toString(),
+      remainingCapMicro: remaining.toString(),
+      exhausted,
+      voucherHash: createHash('sha256').update(encoded).digest('hex'),
+    };
+  }).immediate();
+}

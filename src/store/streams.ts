@@ -1,0 +1,143 @@
+// Streams, vouchers, revocations, budgets, payer subscription periods, control facts: the only SQL for them.
+// Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
+import type { Statement } from 'better-sqlite3';
+import type { Db } from './db.js';
+
+export interface StreamRow {
+  node_id: string;
+  id: string;
+  budget: string;
+  issuer: string;
+  payer: string;
+  credential_id: string;
+  credential: string;
+  iat: number;
+  exp: number;
+  cap_micro: bigint;
+  asset: string;
+  unit_price_micro: bigint;
+  rate_micro_per_s: bigint | null;
+  mode: 'escrow' | 'card';
+  voucher_key: string;
+  claims: string;
+  status: 'open' | 'exhausted' | 'revoked';
+  status_reason: string | null;
+  billed_micro: bigint;
+  billed_units: bigint;
+  billed_voucher: string | null;
+  billed_signed_at: number | null;
+  checkpointed_micro: bigint;
+  final_micro: bigint;
+  frontier_micro: bigint;
+  frontier_finality: 'none' | 'checkpointed' | 'final';
+  frontier_reference: string | null;
+  frontier_checkpointed_at: number | null;
+  frontier_final_at: number | null;
+  created_at: number;
+  updated_at: number;
+}
+
+const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
+
+/** Timestamps back to numbers; money stays BigInt. */
+function toStream(raw: Record<string, unknown> | undefined): StreamRow | undefined {
+  if (!raw) return undefined;
+  for (const c of NUMBER_COLUMNS) if (raw[c] !== null) raw[c] = Number(raw[c]);
+  return raw as unknown as StreamRow;
+}
+
+// Prepared once per connection: the headroom read is the hot path of the API.
+const cache = new WeakMap<Db, Map<string, Statement>>();
+function stmt(db: Db, sql: string, safe = false): Statement {
+  let m = cache.get(db);
+  if (!m) cache.set(db, (m = new Map()));
+  let s = m.get(sql);
+  if (!s) {
+    s = db.prepare(sql);
+    if (safe) s.safeIntegers(true);
+    m.set(sql, s);
+  }
+  return s;
+}
+
+export interface NewStream {
+  node_id: string; id: string; budget: string; issuer: string; payer: string; credential_id: string; credential: string;
+  iat: number; exp: number; cap_micro: bigint; asset: string; unit_price_micro: bigint; rate_micro_per_s: bigint | null;
+  mode: string; voucher_key: string; claims: string; now: number;
+}
+
+export const streams = {
+  get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND id = ?', true).get(nodeId, id) as Record<string, unknown> | undefined),
+  insert: (db: Db, s: NewStream) =>
+    stmt(db, `INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
+      rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at)
+      VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
+      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now)`).run(s),
+  /** A newer credential renews the stream: its cap never drops below what is already billed. */
+  renew: (db: Db, s: NewStream) =>
+    stmt(db, `UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,
+      cap_micro = MAX(@cap_micro, billed_micro), unit_price_micro = @unit_price_micro, rate_micro_per_s = @rate_micro_per_s,
+      voucher_key = @voucher_key, claims = @claims, updated_at = @now
+      WHERE node_id = @node_id AND id = @id AND iat < @iat`).run(s).changes,
+  bill: (db: Db, nodeId: string, id: string, amount: bigint, units: bigint, voucher: string, signedAt: number, now: number, exhausted: boolean) =>
+    stmt(db, `UPDATE streams SET billed_micro = ?, billed_units = ?, billed_voucher = ?, billed_signed_at = ?, updated_at = ?,
+      status = CASE WHEN ? THEN 'exhausted' ELSE status END WHERE node_id = ? AND id = ?`).run(amount, units, voucher, signedAt, now, exhausted ? 1 : 0, nodeId, id),
+  setStatus: (db: Db, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
+    stmt(db, 'UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?').run(status, reason, now, nodeId, id).changes,
+  page: (db: Db, nodeId: string, afterId: string, limit: number) =>
+    (stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND id > ? ORDER BY id LIMIT ?', true).all(nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
+  inBudget: (db: Db, nodeId: string, budget: string) =>
+    (stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND budget = ? ORDER BY id', true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
+};
+
+export const vouchers = {
+  insert: (db: Db, v: { nodeId: string; stream: string; amount: bigint; units: bigint; signedAt: number; now: number; voucher: string }) =>
+    stmt(db, 'INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(v.nodeId, v.stream, v.amount, v.units, v.signedAt, v.now, v.voucher),
+  /** Billed amount as of time `at` (0 when nothing was billed by then). */
+  billedAsOf: (db: Db, nodeId: string, stream: string, at: number): bigint =>
+    ((stmt(db, 'SELECT MAX(amount_micro) AS a FROM vouchers WHERE node_id = ? AND stream = ? AND received_at <= ?', true).get(nodeId, stream, at) as { a: bigint | null }).a ?? 0n),
+  /** When billing started (first accepted voucher), or undefined. */
+  firstAt: (db: Db, nodeId: string, stream: string): number | undefined => {
+    const r = stmt(db, 'SELECT MIN(received_at) AS t FROM vouchers WHERE node_id = ? AND stream = ?').get(nodeId, stream) as { t: number | null };
+    return r.t ?? undefined;
+  },
+};
+
+export interface BudgetRow { node_id: string; id: string; status: 'active' | 'halted' | 'released'; reasons: string; released_micro: bigint | null; updated_at: number }
+
+export const budgets = {
+  get: (db: Db, nodeId: string, id: string) => stmt(db, 'SELECT * FROM budgets WHERE node_id = ? AND id = ?', true).get(nodeId, id) as BudgetRow | undefined,
+  upsert: (db: Db, b: { nodeId: string; id: string; status: BudgetRow['status']; reasons: string[]; releasedMicro: bigint | null; now: number }) =>
+    stmt(db, `INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT(node_id, id) DO UPDATE SET status = excluded.status, reasons = excluded.reasons, released_micro = excluded.released_micro, updated_at = excluded.updated_at`)
+      .run(b.nodeId, b.id, b.status, JSON.stringify(b.reasons), b.releasedMicro, b.now),
+};
+
+export const revocations = {
+  get: (db: Db, nodeId: string, stream: string) => stmt(db, 'SELECT reason, revoked_at FROM revocations WHERE node_id = ? AND stream = ?').get(nodeId, stream) as { reason: string | null; revoked_at: number } | undefined,
+  insert: (db: Db, nodeId: string, stream: string, reason: string | null, now: number) =>
+    stmt(db, 'INSERT OR IGNORE INTO revocations(node_id, stream, reason, revoked_at) VALUES (?, ?, ?, ?)').run(nodeId, stream, reason, now),
+};
+
+export const periods = {
+  upsert: (db: Db, p: { nodeId: string; subscription: string; period: number; status: 'open' | 'renewal_declined' | 'closed'; start: number | null; end: number | null; now: number }) =>
+    stmt(db, `INSERT INTO payer_subscription_periods(node_id, subscription, period, status, period_start, period_end, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT(node_id, subscription, period) DO UPDATE SET
+        status = CASE WHEN payer_subscription_periods.status = 'closed' THEN 'closed'
+                      WHEN excluded.status = 'open' THEN payer_subscription_periods.status ELSE excluded.status END,
+        period_start = COALESCE(excluded.period_start, payer_subscription_periods.period_start),
+        period_end = COALESCE(excluded.period_end, payer_subscription_periods.period_end),
+        updated_at = excluded.updated_at`)
+      .run(p.nodeId, p.subscription, p.period, p.status, p.start, p.end, p.now),
+  latest: (db: Db, nodeId: string, subscription: string) =>
+    stmt(db, 'SELECT MAX(period) AS p FROM payer_subscription_periods WHERE node_id = ? AND subscription = ?').get(nodeId, subscription) as { p: number | null },
+};
+
+export const controlMessages = {
+  get: (db: Db, nodeId: string, jti: string) =>
+    stmt(db, 'SELECT message_hash, kind, event_id FROM control_messages WHERE node_id = ? AND jti = ?').get(nodeId, jti) as { message_hash: string; kind: string; event_id: string } | undefined,
+  insert: (db: Db, c: { nodeId: string; jti: string; hash: string; issuer: string; kind: string; eventId: string; now: number }) =>
+    stmt(db, 'INSERT INTO control_messages(node_id, jti, message_hash, issuer, kind, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
+      .run(c.nodeId, c.jti, c.hash, c.issuer, c.kind, c.eventId, c.now),
+};

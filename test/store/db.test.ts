@@ -1,0 +1,106 @@
+import Database from 'better-sqlite3';
+import { existsSync, statSync } from 'node:fs';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NodeSvcError } from '../../src/domain/errors.js';
+import { DB_FILE, LATEST_VERSION, openStore } from '../../src/store/db.js';
+import { MIGRATIONS } from '../../src/store/migrations/index.js';
+
+let root: string;
+let dataDir: string;
+
+beforeEach(async () => {
+  root = await mkdtemp(join(tmpdir(), 'node-svc-db-'));
+  dataDir = join(root, 'nested', 'data'); // does not exist yet
+});
+afterEach(async () => {
+  await rm(root, { recursive: true, force: true });
+});
+
+const mode = (p: string) => statSync(p).mode & 0o777;
+const tables = (db: Database.Database) =>
+  (db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name").all() as { name: string }[]).map((r) => r.name);
+
+describe('openStore', () => {
+  it('creates the data dir 0700 and the database 0600', () => {
+    const store = openStore(dataDir);
+    try {
+      expect(store.path).toBe(join(dataDir, DB_FILE));
+      expect(mode(dataDir)).toBe(0o700);
+      expect(mode(store.path)).toBe(0o600);
+      for (const f of [`${store.path}-wal`, `${store.path}-shm`]) if (existsSync(f)) expect(mode(f), f).toBe(0o600);
+      expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
+      expect(store.db.pragma('foreign_keys', { simple: true })).toBe(1);
+    } finally {
+      store.close();
+    }
+  });
+
+  it('migrates: user_version is the latest migration and the tables exist', () => {
+    expect(LATEST_VERSION).toBe(MIGRATIONS[MIGRATIONS.length - 1]!.version);
+    expect(LATEST_VERSION).toBeGreaterThan(0);
+    const store = openStore(dataDir);
+    try {
+      expect(store.db.pragma('user_version', { simple: true })).toBe(LATEST_VERSION);
+      expect(tables(store.db)).toEqual(expect.arrayContaining(['issuer_keys', 'meta', 'nodes', 'tokens']));
+    } finally {
+      store.close();
+    }
+  });
+
+  it('re-opening is idempotent: same version, same schema, data kept', () => {
+    const a = openStore(dataDir);
+    a.db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run('node-a', 1);
+    const schema = a.db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all();
+    a.close();
+    for (let i = 0; i < 2; i++) {
+      const b = openStore(dataDir);
+      try {
+        expect(b.db.pragma('user_version', { simple: true })).toBe(LATEST_VERSION);
+        expect(b.db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all()).toEqual(schema);
+        expect(b.db.prepare('SELECT id FROM nodes').all()).toEqual([{ id: 'node-a' }]);
+      } finally {
+        b.close();
+      }
+    }
+  });
+
+  it('opens an existing database read-only without writing to it', () => {
+    openStore(dataDir).close();
+    const ro = openStore(dataDir, { readonly: true });
+    try {
+      expect(ro.db.readonly).toBe(true);
+      expect(() => ro.db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run('x', 1)).toThrow();
+    } finally {
+      ro.close();
+    }
+  });
+
+  it('read-only on a missing database is refused, and creates nothing', () => {
+    expect(() => openStore(dataDir, { readonly: true })).toThrow(/no node-svc database/);
+    expect(existsSync(dataDir)).toBe(false);
+  });
+
+  it('refuses a database written by a newer node-svc, mentioning "newer", and leaves it untouched', () => {
+    openStore(dataDir).close();
+    const path = join(dataDir, DB_FILE);
+    const raw = new Database(path);
+    raw.pragma(`user_version = ${LATEST_VERSION + 10}`);
+    raw.close();
+    let err: unknown;
+    try {
+      openStore(dataDir).close();
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(NodeSvcError);
+    expect((err as NodeSvcError).message).toMatch(/newer/);
+    expect((err as NodeSvcError).code).toBe('store');
+    expect(() => openStore(dataDir, { readonly: true })).toThrow(/newer/);
+    const check = new Database(path, { readonly: true });
+    expect(check.pragma('user_version', { simple: true })).toBe(LATEST_VERSION + 10);
+    check.close();
+  });
+});
