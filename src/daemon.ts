@@ -6,6 +6,9 @@ import { log } from './log.js';
 import { DEFAULT_SERVICE_CONFIG, type Deps, type ServiceConfig } from './service/deps.js';
 import { Keyring } from './service/keyring.js';
 import { openStore } from './store/db.js';
+import { DeliveryWorker } from './delivery/worker.js';
+import { targetPolicy, type TargetPolicy } from './delivery/target.js';
+import { VERSION } from './version.js';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -13,18 +16,37 @@ export interface DaemonOptions {
   port: number;
   rateLimit: number;
   service?: Partial<ServiceConfig>;
+  retrySchedule?: number[];
+  deliveryTimeoutMs?: number;
+  webhookPolicy?: TargetPolicy;
 }
 
 export interface Daemon {
   url: string;
   deps: Deps;
+  worker: DeliveryWorker;
   stop(): Promise<void>;
 }
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const store = openStore(o.dataDir);
   const config = { ...DEFAULT_SERVICE_CONFIG, ...o.service };
-  const deps: Deps = { store, keyring: new Keyring(store, { clockTolerance: config.clockTolerance }), config, now: Date.now };
+  const webhookPolicy = o.webhookPolicy ?? targetPolicy();
+  const worker = new DeliveryWorker({
+    store,
+    policy: webhookPolicy,
+    userAgent: `node-svc/${VERSION}`,
+    ...(o.retrySchedule ? { retrySchedule: o.retrySchedule } : {}),
+    ...(o.deliveryTimeoutMs ? { timeoutMs: o.deliveryTimeoutMs } : {}),
+  });
+  const deps: Deps = {
+    store,
+    keyring: new Keyring(store, { clockTolerance: config.clockTolerance }),
+    config,
+    now: Date.now,
+    webhookPolicy,
+    wakeDelivery: () => worker.wake(),
+  };
   const app = createApp(deps, { rateLimit: o.rateLimit });
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
@@ -33,18 +55,22 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
+  worker.start();
   log.info('daemon started', { url, dataDir: o.dataDir });
   let stopping: Promise<void> | undefined;
   return {
     url,
     deps,
+    worker,
     stop() {
       // Stop accepting, let in-flight requests finish, then close the store.
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
-          store.close();
-          log.info('daemon stopped');
-          resolve();
+          worker.stop().finally(() => {
+            store.close();
+            log.info('daemon stopped');
+            resolve();
+          });
         });
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       });

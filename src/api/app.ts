@@ -9,6 +9,7 @@ import { rateLimit } from './middleware/rate-limit.js';
 import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
+import { webhookRoutes } from './routes/webhooks.js';
 import { openApiDocument } from './openapi.js';
 
 export interface AppOptions {
@@ -41,6 +42,7 @@ export function createApp(d: Deps, opts: AppOptions) {
 
   streamRoutes(app, d);
   controlRoutes(app, d);
+  webhookRoutes(app, d);
 
   const contract = openApiDocument(app);
   const doc = JSON.stringify(contract);

@@ -14,7 +14,9 @@ const CODE_BY_STATUS: Record<number, string> = {
 };
 
 export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
-  const body = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail, code, ...extra };
+  const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail, code };
+  // base again last: extra never overrides the RFC 9457 members (a `status` in extra once replaced the HTTP status).
+  const body = { ...base, ...extra, ...base };
   return c.body(JSON.stringify(body), status as never, { 'content-type': 'application/problem+json', ...headers });
 }
 

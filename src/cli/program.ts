@@ -4,7 +4,8 @@ import type { CommandResult, GlobalOptions } from './output.js';
 
 type Sink = (r: CommandResult) => void;
 
-export const VERSION = '0.1.0';
+export { VERSION } from '../version.js';
+import { VERSION } from '../version.js';
 
 export function buildProgram(sink: Sink): Command {
   const program = new Command('node-svc')
@@ -49,10 +50,36 @@ export function buildProgram(sink: Sink): Command {
     .option('--remote', 'ask the daemon at --url instead of verifying offline')
     .action(run(async (g, jws: string, o: { node?: string; remote?: boolean }) => (await import('./commands/verify.js')).verify(g, jws, o)));
 
+  const streams = program.command('streams').description('streams of the node behind --token (asks the daemon at --url)');
+  const S = () => import('./commands/streams.js');
+  streams.command('list').description("the node's streams").option('--cursor <c>', 'continue from a cursor').option('--limit <n>', 'page size (1-500)').option('--all', 'follow every page')
+    .action(run(async (g, o: { cursor?: string; limit?: string; all?: boolean }) => (await S()).list(g, o)));
+  streams.command('verify <id>').description('open and payable? (exit 1 when not)').action(run(async (g, id: string) => (await S()).verify(g, id)));
+  streams.command('headroom <id>').description('remaining cap, units, rate, degradation stage').action(run(async (g, id: string) => (await S()).headroom(g, id)));
+  streams.command('finality <id>').description('settled-frontier finality and billed truth').action(run(async (g, id: string) => (await S()).finality(g, id)));
+
+  const webhooks = program.command('webhooks').description('webhook subscriptions of the node behind --token (asks the daemon at --url)');
+  const W = () => import('./commands/webhooks.js');
+  webhooks.command('add <url>').description('subscribe an endpoint (prints its signing secret once)')
+    .option('--events <kinds>', 'comma-separated event kinds (default: all)').option('--schema-version <v>', '1.1.0 (default) or 1.0.0').option('--description <text>')
+    .action(run(async (g, url: string, o: { events?: string; schemaVersion?: string; description?: string }) => (await W()).add(g, url, o)));
+  webhooks.command('list').description('list subscriptions').action(run(async (g) => (await W()).list(g)));
+  webhooks.command('rm <id>').description('revoke a subscription').action(run(async (g, id: string) => (await W()).rm(g, id)));
+  webhooks.command('deliveries <id>').description('delivery attempts and health of a subscription').option('--limit <n>').option('--cursor <c>')
+    .action(run(async (g, id: string, o: { limit?: string; cursor?: string }) => (await W()).deliveries(g, id, o)));
+  webhooks.command('rotate <id>').description('new signing secret; the old one keeps signing during the overlap').option('--overlap <duration>', 'how long the old secret also signs (default 24h)')
+    .action(run(async (g, id: string, o: { overlap?: string }) => (await W()).rotate(g, id, o)));
+  webhooks.command('replay <event>').description('deliver an event again (same event id)').option('--subscription <id>', 'only to this subscription')
+    .action(run(async (g, ev: string, o: { subscription?: string }) => (await W()).replay(g, ev, o)));
+
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'port (0 picks a free one)').env('NODE_SVC_PORT').default('8787'))
     .addOption(new Option('--rate-limit <n>', 'requests/s per token, burst 2x (0: off; env NODE_SVC_RATE_LIMIT)'))
+    .addOption(new Option('--retry-schedule <seconds>', 'webhook retry intervals, comma-separated (default 5,300,1800,7200,18000,36000,50400,72000,86400; ±20% jitter)').env('NODE_SVC_RETRY_SCHEDULE'))
+    .addOption(new Option('--delivery-timeout <seconds>', 'webhook attempt timeout (default 15)').env('NODE_SVC_DELIVERY_TIMEOUT'))
+    .addOption(new Option('--webhook-allow <cidrs>', 'only deliver to these networks (comma-separated CIDRs)').env('NODE_SVC_WEBHOOK_ALLOW'))
+    .addOption(new Option('--webhook-deny <cidrs>', 'never deliver to these networks (link-local and metadata are always refused)').env('NODE_SVC_WEBHOOK_DENY'))
     .action(run(async (g, o: import('./commands/daemon.js').DaemonFlags) => (await import('./commands/daemon.js')).daemon(g, o)));
 
   program.command('version').description('print the version').action(run(async () => ({ data: { version: VERSION }, human: VERSION })));

@@ -1,5 +1,6 @@
 import type { Store } from '../store/db.js';
 import type { Keyring } from './keyring.js';
+import type { TargetPolicy } from '../delivery/target.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -26,4 +27,8 @@ export interface Deps {
   keyring: Keyring;
   config: ServiceConfig;
   now(): number;
+  /** Where webhooks may be delivered (checked at subscription time for IP literals, and at connect time). */
+  webhookPolicy?: TargetPolicy;
+  /** Wakes the delivery worker (redeliver). */
+  wakeDelivery?: () => void;
 }

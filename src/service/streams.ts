@@ -257,7 +257,7 @@ export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unkn
     const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
     if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };
     const s = standing(d, row);
-    if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { status: s.status });
+    if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { streamStatus: s.status });
     if (v.units < row.billed_units) throw vRefuse('not_monotone', `voucher units ${v.units} are below the billed ${row.billed_units}`, billed);
     if (v.amount > row.cap_micro) throw vRefuse('over_cap', `voucher amount ${v.amount} is above the cap ${row.cap_micro}`, { capMicro: row.cap_micro.toString(), ...billed });
     const now = d.now();

@@ -3,6 +3,14 @@ import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Db } from './db.js';
+import { deliveries, matches, subscriptions } from './webhooks.js';
+
+/** Called after each recorded event so the delivery worker wakes at once (it claims after the commit). */
+const wakers = new Set<() => void>();
+export const onEventRecorded = (wake: () => void): (() => void) => {
+  wakers.add(wake);
+  return () => wakers.delete(wake);
+};
 
 export interface RecordedEvent {
   seq: number;
@@ -12,12 +20,10 @@ export interface RecordedEvent {
   occurredAt: number;
 }
 
-/** Hooks run inside the recording transaction (the webhook fan-out writes its delivery rows here). */
-type FanOut = (db: Db, nodeId: string, e: RecordedEvent) => void;
-const fanOuts: FanOut[] = [];
-export const onEventRecorded = (f: FanOut) => { fanOuts.push(f); };
-
-/** Record one event; call inside the transaction of the state change that caused it. */
+/**
+ * Record one event and fan it out to one pending delivery per active matching subscription of the node.
+ * Call inside the transaction of the state change that caused it: all of it commits, or none.
+ */
 export function recordEvent(db: Db, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now()): RecordedEvent {
   const id = newId('evt');
   const base = { id, type, occurredAt: iso(now), externalRef, data };
@@ -27,7 +33,8 @@ export function recordEvent(db: Db, nodeId: string, type: EventKind, externalRef
     .prepare('INSERT INTO events(id, node_id, type, external_ref, occurred_at, body, body_v100) VALUES (?, ?, ?, ?, ?, ?, ?)')
     .run(id, nodeId, type, externalRef, now, body, bodyV100);
   const e = { seq: Number(info.lastInsertRowid), id, type, externalRef, occurredAt: now };
-  for (const f of fanOuts) f(db, nodeId, e);
+  for (const sub of subscriptions.activeForNode(db, nodeId)) if (matches(sub, type)) deliveries.insert(db, e.seq, sub.id, now);
+  for (const w of wakers) w();
   return e;
 }
 

@@ -1,12 +1,18 @@
 import { usageError } from '../../domain/errors.js';
 import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
+import { parseSchedule } from '../../delivery/schedule.js';
+import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
 export interface DaemonFlags {
   host: string;
   port: string;
   rateLimit?: string;
+  retrySchedule?: string;
+  deliveryTimeout?: string;
+  webhookAllow?: string;
+  webhookDeny?: string;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -19,7 +25,20 @@ function int(name: string, v: string, min: number, max: number): number {
 export async function daemon(g: GlobalOptions, f: DaemonFlags): Promise<CommandResult> {
   const port = int('--port', f.port, 0, 65535);
   const rate = int('--rate-limit', f.rateLimit ?? process.env.NODE_SVC_RATE_LIMIT ?? '1000', 0, 10_000_000);
-  const d = await startDaemon({ dataDir: resolveDataDir(g.dataDir), host: f.host, port, rateLimit: rate });
+  const schedule = f.retrySchedule === undefined ? undefined : parseSchedule(f.retrySchedule);
+  if (schedule === null || (f.retrySchedule !== undefined && !schedule))
+    throw usageError(`--retry-schedule "${f.retrySchedule}" is not a list of seconds`, 'e.g. 5,300,1800,7200 (each an integer; one retry per entry)');
+  const timeout = f.deliveryTimeout === undefined ? undefined : int('--delivery-timeout', f.deliveryTimeout, 1, 300);
+  const allow = f.webhookAllow ? parseCidrs(f.webhookAllow) : [];
+  const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
+  if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
+  if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
+  const d = await startDaemon({
+    dataDir: resolveDataDir(g.dataDir), host: f.host, port, rateLimit: rate,
+    ...(schedule ? { retrySchedule: schedule } : {}),
+    ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
+    webhookPolicy: targetPolicy({ allow, deny }),
+  });
   process.stdout.write(`listening on ${d.url}\n`);
   await new Promise<void>((resolve) => {
     const stop = (signal: string) => {

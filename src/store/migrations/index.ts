@@ -1,6 +1,7 @@
 import type Database from 'better-sqlite3';
 import m0010 from './0010-admin.js';
 import m0020 from './0020-streams.js';
+import m0030 from './0030-webhooks.js';
 
 export interface Migration {
   version: number;
@@ -9,4 +10,4 @@ export interface Migration {
 }
 
 /** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
-export const MIGRATIONS: Migration[] = [m0010, m0020];
+export const MIGRATIONS: Migration[] = [m0010, m0020, m0030];

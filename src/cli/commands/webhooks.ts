@@ -1,0 +1,60 @@
+import { parseDuration } from '../../domain/duration.js';
+import { usageError } from '../../domain/errors.js';
+import { table, type CommandResult, type GlobalOptions } from '../output.js';
+import { clientFor } from './remote.js';
+
+type Json = Record<string, any>;
+
+export async function add(g: GlobalOptions, url: string, o: { events?: string; schemaVersion?: string; description?: string }): Promise<CommandResult> {
+  const body: Json = { url };
+  if (o.events) body.events = o.events.split(',').map((s) => s.trim()).filter(Boolean);
+  if (o.schemaVersion) body.schemaVersion = o.schemaVersion;
+  if (o.description) body.description = o.description;
+  const s = await clientFor(g).createWebhook(body as never);
+  return {
+    data: s,
+    human: `subscribed ${s.id} -> ${s.url} (${s.events.join(', ')}; schema ${s.schemaVersion})\n\nsigning secret (shown only now):\n${s.secret}\n\nVerify each delivery: x-service-signature = "sha256=" + hex HMAC-SHA256(secret, raw body).`,
+  };
+}
+
+export async function list(g: GlobalOptions): Promise<CommandResult> {
+  const r = await clientFor(g).listWebhooks();
+  return {
+    data: r,
+    human: r.data.length
+      ? table(['ID', 'STATUS', 'SCHEMA', 'EVENTS', 'URL', 'LAST SUCCESS'], r.data.map((s) => [s.id, s.status + (s.disabledReason ? ` (${s.disabledReason})` : ''), s.schemaVersion, s.events.join(','), s.url, s.lastSuccessAt ?? '-']))
+      : 'no webhook subscriptions: node-svc webhooks add <url>',
+  };
+}
+
+export async function rm(g: GlobalOptions, id: string): Promise<CommandResult> {
+  await clientFor(g).deleteWebhook(id);
+  return { data: { id, deleted: true }, human: `revoked ${id}; its pending deliveries are cancelled` };
+}
+
+export async function deliveries(g: GlobalOptions, id: string, o: { limit?: string; cursor?: string }): Promise<CommandResult> {
+  const r = await clientFor(g).listDeliveries(id, { ...(o.limit ? { limit: Number(o.limit) } : {}), ...(o.cursor ? { cursor: o.cursor } : {}) });
+  const h = r.health;
+  const head = `${id}: ${h.delivered} delivered, ${h.pending} pending, ${h.retrying} retrying, ${h.dead} dead`;
+  const rows = (r.data as Json[]).map((a) => [a.attemptedAt, a.eventId, String(a.attempt), a.statusCode === null ? '-' : String(a.statusCode), `${a.durationMs}ms`, a.outcome, a.error ?? '', a.nextAttemptAt ?? '']);
+  return { data: r, human: rows.length ? `${head}\n${table(['TIME', 'EVENT', 'TRY', 'STATUS', 'TOOK', 'OUTCOME', 'ERROR', 'NEXT'], rows)}` : `${head}\nno attempts yet` };
+}
+
+export async function rotate(g: GlobalOptions, id: string, o: { overlap?: string }): Promise<CommandResult> {
+  let overlap: number | undefined;
+  if (o.overlap !== undefined) {
+    const ms = parseDuration(o.overlap);
+    if (ms === undefined) throw usageError(`--overlap "${o.overlap}" is not a duration`, 'use e.g. 0, 10m, 24h');
+    overlap = Math.floor(ms / 1000);
+  }
+  const s = await clientFor(g).rotateWebhookSecret(id, overlap);
+  return {
+    data: s,
+    human: `new signing secret for ${id} (shown only now):\n${s.secret}\n${s.previousSecretExpiresAt ? `\nThe previous secret also signs deliveries (x-service-signature-previous, second webhook-signature) until ${s.previousSecretExpiresAt}.` : ''}`,
+  };
+}
+
+export async function replay(g: GlobalOptions, eventId: string, o: { subscription?: string }): Promise<CommandResult> {
+  const r = await clientFor(g).redeliverEvent(eventId, o.subscription);
+  return { data: r, human: r.queued.length ? `queued ${r.event} again for ${r.queued.map((q) => q.subscription).join(', ')}` : `no active subscription takes ${r.event}` };
+}

@@ -1,0 +1,171 @@
+// Webhook subscription use cases (DESIGN §8), shared by the API and the CLI.
+import { isIP } from 'node:net';
+import { invalidRequest, notFound } from '../domain/errors.js';
+import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
+import { newId } from '../domain/ids.js';
+import { iso } from '../domain/time.js';
+import { newWebhookSecret } from '../delivery/sign.js';
+import { events as eventsTable, type EventRow } from '../store/events.js';
+import { attempts, deliveries, matches, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
+import type { Deps } from './deps.js';
+
+export const MAX_URL_LENGTH = 2048;
+export const DEFAULT_OVERLAP_S = 86_400;
+
+export interface CreateSubscription {
+  url: string;
+  events?: string[] | undefined;
+  schemaVersion?: SchemaVersion | undefined;
+  description?: string | undefined;
+}
+
+export function view(s: SubscriptionRow, now: number) {
+  return {
+    id: s.id,
+    url: s.url,
+    events: s.events === '*' ? ['*'] : (JSON.parse(s.events) as string[]),
+    schemaVersion: s.schema_version,
+    description: s.description,
+    status: s.status as 'active' | 'disabled',
+    disabledReason: s.disabled_reason,
+    createdAt: iso(s.created_at),
+    lastSuccessAt: s.last_success_at === null ? null : iso(s.last_success_at),
+    failingSince: s.failing_since === null ? null : iso(s.failing_since),
+    previousSecretExpiresAt: s.previous_secret_expires_at !== null && s.previous_secret_expires_at > now ? iso(s.previous_secret_expires_at) : null,
+  };
+}
+
+function checkUrl(d: Deps, raw: string): string {
+  if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
+  let u: URL;
+  try {
+    u = new URL(raw);
+  } catch {
+    throw invalidRequest('url is not an absolute URL');
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw invalidRequest('url must be http or https');
+  if (u.username || u.password) throw invalidRequest('url must not carry userinfo (user:password@); put credentials in the path or rely on the signature');
+  if (u.hash) throw invalidRequest('url must not have a #fragment');
+  const host = u.hostname.replace(/^\[|\]$/g, '');
+  if (isIP(host) && d.webhookPolicy) {
+    const ok = d.webhookPolicy.allowed(host);
+    if (!ok.ok) throw invalidRequest(`url is not an allowed webhook target: ${ok.reason}`);
+  }
+  return raw;
+}
+
+export function createSubscription(d: Deps, nodeId: string, req: CreateSubscription) {
+  const url = checkUrl(d, req.url);
+  const version = req.schemaVersion ?? '1.1.0';
+  let events = '*';
+  if (req.events !== undefined) {
+    if (!req.events.length) throw invalidRequest('events must list at least one kind (omit it for all kinds)');
+    const bad = req.events.filter((k) => !isEventKind(k));
+    if (bad.length) throw invalidRequest(`unknown event kinds: ${bad.join(', ')} (known: ${EVENT_KIND_LIST.join(', ')})`);
+    const newer = req.events.filter((k) => version === '1.0.0' && EVENT_KINDS[k as keyof typeof EVENT_KINDS] !== '1.0.0');
+    if (newer.length) throw invalidRequest(`schemaVersion 1.0.0 has no ${newer.join(', ')} (added in 1.1.0)`);
+    events = JSON.stringify([...new Set(req.events)].sort());
+  }
+  const now = d.now();
+  const row = {
+    id: newId('whk'), node_id: nodeId, url, events, schema_version: version, description: req.description ?? null,
+    status: 'active' as const, secret: newWebhookSecret(), created_at: now,
+  };
+  subscriptions.insert(d.store.db, row);
+  const s = subscriptions.byId(d.store.db, row.id)!;
+  // The secret appears here, once.
+  return { ...view(s, now), secret: row.secret };
+}
+
+export const listSubscriptions = (d: Deps, nodeId: string) => ({ data: subscriptions.list(d.store.db, nodeId).map((s) => view(s, d.now())) });
+
+function requireSubscription(d: Deps, nodeId: string, id: string): SubscriptionRow {
+  const s = subscriptions.get(d.store.db, nodeId, id);
+  if (!s) throw notFound('webhook subscription'); // unknown and another node's look the same
+  return s;
+}
+
+export const getSubscription = (d: Deps, nodeId: string, id: string) => view(requireSubscription(d, nodeId, id), d.now());
+
+/** Revoke: no more deliveries, pending ones cancelled; afterwards the id is 404. */
+export function deleteSubscription(d: Deps, nodeId: string, id: string): void {
+  d.store.db.transaction(() => {
+    requireSubscription(d, nodeId, id);
+    subscriptions.setStatus(d.store.db, id, 'deleted', null, d.now());
+    deliveries.cancelPending(d.store.db, id);
+  }).immediate();
+}
+
+/** New secret now; the old one still signs (second signature) until the overlap ends. */
+export function rotateSecret(d: Deps, nodeId: string, id: string, overlapSeconds = DEFAULT_OVERLAP_S) {
+  if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > 7 * 86_400) throw invalidRequest('overlapSeconds must be an integer from 0 to 604800');
+  return d.store.db.transaction(() => {
+    requireSubscription(d, nodeId, id);
+    const now = d.now();
+    const secret = newWebhookSecret();
+    subscriptions.rotate(d.store.db, id, secret, now + overlapSeconds * 1000, now);
+    return { ...view(subscriptions.byId(d.store.db, id)!, now), secret };
+  }).immediate();
+}
+
+export function listAttempts(d: Deps, nodeId: string, id: string, cursor: string | undefined, limit: number) {
+  const s = requireSubscription(d, nodeId, id);
+  const rows = attempts.page(d.store.db, s.id, cursor ?? null, limit + 1);
+  const page = rows.slice(0, limit);
+  const h = attempts.health(d.store.db, s.id);
+  return {
+    subscription: s.id,
+    health: { pending: h.pending ?? 0, retrying: h.retrying ?? 0, dead: h.dead ?? 0, delivered: h.delivered ?? 0 },
+    data: page.map((a) => ({
+      id: a.id,
+      deliveryId: a.delivery_id,
+      eventId: a.event_id,
+      attempt: a.attempt,
+      attemptedAt: iso(a.attempted_at),
+      statusCode: a.status_code,
+      durationMs: a.duration_ms,
+      error: a.error,
+      outcome: a.outcome as 'delivered' | 'failed' | 'gone',
+      nextAttemptAt: a.next_attempt_at === null ? null : iso(a.next_attempt_at),
+      deliveryStatus: a.delivery_status as 'pending' | 'delivered' | 'dead' | 'cancelled',
+    })),
+    nextCursor: rows.length > limit ? page[page.length - 1]!.id : null,
+  };
+}
+
+function requireEvent(d: Deps, nodeId: string, id: string): EventRow {
+  const e = eventsTable.get(d.store.db, nodeId, id);
+  if (!e) throw notFound('event');
+  return e;
+}
+
+/** Queue the event again for every active matching subscription (or just one): a new delivery, same event id. */
+export function redeliver(d: Deps, nodeId: string, eventId: string, subscriptionId?: string) {
+  const out = d.store.db.transaction(() => {
+    const e = requireEvent(d, nodeId, eventId);
+    const subs = subscriptionId ? [requireSubscription(d, nodeId, subscriptionId)] : subscriptions.list(d.store.db, nodeId);
+    const now = d.now();
+    const queued = subs
+      .filter((s) => s.status === 'active' && matches(s, e.type))
+      .map((s) => ({ subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) }));
+    return { event: e.id, queued };
+  }).immediate();
+  d.wakeDelivery?.();
+  return out;
+}
+
+const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
+
+export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string) {
+  if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
+  const after = cursor ? Number.parseInt(Buffer.from(cursor, 'base64url').toString('utf8'), 10) : 0;
+  if (!Number.isSafeInteger(after) || after < 0) throw invalidRequest('cursor is not valid');
+  const rows = eventsTable.page(d.store.db, nodeId, after, limit + 1, type);
+  const page = rows.slice(0, limit);
+  return {
+    data: page.map(envelope),
+    // Always a cursor (the last event seen), so a reconciler can poll for what comes next.
+    nextCursor: page.length ? Buffer.from(String(page[page.length - 1]!.seq)).toString('base64url') : (cursor ?? null),
+    hasMore: rows.length > limit,
+  };
+}

@@ -1,0 +1,151 @@
+// Webhook subscriptions, deliveries and attempts: the only SQL for them.
+import type { Statement } from 'better-sqlite3';
+import { kindInVersion, type EventKind } from '../domain/events.js';
+import { newId } from '../domain/ids.js';
+import type { Db } from './db.js';
+
+export interface SubscriptionRow {
+  id: string;
+  node_id: string;
+  url: string;
+  events: string;
+  schema_version: '1.0.0' | '1.1.0';
+  description: string | null;
+  status: 'active' | 'disabled' | 'deleted';
+  disabled_reason: string | null;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+  created_at: number;
+  updated_at: number;
+  last_success_at: number | null;
+  failing_since: number | null;
+}
+
+const cache = new WeakMap<Db, Map<string, Statement>>();
+function stmt(db: Db, sql: string): Statement {
+  let m = cache.get(db);
+  if (!m) cache.set(db, (m = new Map()));
+  let s = m.get(sql);
+  if (!s) m.set(sql, (s = db.prepare(sql)));
+  return s;
+}
+
+export const subscriptions = {
+  insert: (db: Db, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
+    stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
+      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s),
+  /** A subscription the node can see (deleted ones are gone for the API). */
+  get: (db: Db, nodeId: string, id: string) =>
+    stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'").get(nodeId, id) as SubscriptionRow | undefined,
+  byId: (db: Db, id: string) => stmt(db, 'SELECT * FROM webhook_subscriptions WHERE id = ?').get(id) as SubscriptionRow | undefined,
+  list: (db: Db, nodeId: string) =>
+    stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted' ORDER BY created_at, id").all(nodeId) as SubscriptionRow[],
+  activeForNode: (db: Db, nodeId: string) =>
+    stmt(db, "SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'").all(nodeId) as Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>[],
+  setStatus: (db: Db, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
+    stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes,
+  rotate: (db: Db, id: string, secret: string, previousExpiresAt: number, now: number) =>
+    stmt(db, `UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`).run(previousExpiresAt, secret, now, id),
+  succeeded: (db: Db, id: string, now: number) =>
+    stmt(db, 'UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = NULL WHERE id = ?').run(now, id),
+  failed: (db: Db, id: string, now: number) =>
+    stmt(db, 'UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?').run(now, id),
+};
+
+/** Does a subscription with this filter and schema version take events of `kind`? (1.0.0 never gets the 1.1.0 kinds) */
+export function matches(sub: Pick<SubscriptionRow, 'events' | 'schema_version'>, kind: EventKind): boolean {
+  if (!kindInVersion(kind, sub.schema_version)) return false;
+  return sub.events === '*' || (JSON.parse(sub.events) as string[]).includes(kind);
+}
+
+export const deliveries = {
+  insert: (db: Db, eventSeq: number, subscriptionId: string, now: number) => {
+    const id = newId('dlv');
+    stmt(db, "INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at) VALUES (?, ?, ?, 'pending', ?, ?)").run(id, eventSeq, subscriptionId, now, now);
+    return id;
+  },
+  cancelPending: (db: Db, subscriptionId: string) =>
+    stmt(db, "UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'").run(subscriptionId).changes,
+  nextDue: (db: Db) =>
+    (stmt(db, `SELECT MIN(d.next_attempt_at) AS t FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+      WHERE d.status = 'pending' AND s.status = 'active'`).get() as { t: number | null }).t,
+};
+
+export interface ClaimedDelivery {
+  id: string;
+  subscription_id: string;
+  attempts: number;
+  event_seq: number;
+  event_id: string;
+  body: string;
+  url: string;
+  secret: string;
+  previous_secret: string | null;
+  previous_secret_expires_at: number | null;
+  created_at: number;
+  failing_since: number | null;
+}
+
+/**
+ * Claim due deliveries with a lease (UPDATE … RETURNING), at most `perSub - inFlight[sub]` per subscription
+ * and `limit` in all, oldest first. The lease is next_attempt_at = now + leaseMs.
+ */
+export function claimDue(db: Db, now: number, leaseMs: number, limit: number, perSub: number, inFlight: Record<string, number>): ClaimedDelivery[] {
+  const ids = stmt(db, `
+    SELECT id FROM (
+      SELECT d.id, d.next_attempt_at, d.subscription_id,
+             ROW_NUMBER() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS rn
+      FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND s.status = 'active'
+    ) WHERE rn <= ? - COALESCE((SELECT value FROM json_each(?) WHERE key = subscription_id), 0)
+    ORDER BY next_attempt_at LIMIT ?`).pluck().all(now, perSub, JSON.stringify(inFlight), limit) as string[];
+  if (!ids.length) return [];
+  stmt(db, `UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1
+    WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'`).run(now + leaseMs, JSON.stringify(ids));
+  return stmt(db, `
+    SELECT d.id, d.subscription_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
+           CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
+           s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
+    FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
+    WHERE d.id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as ClaimedDelivery[];
+}
+
+export interface AttemptRecord {
+  deliveryId: string;
+  subscriptionId: string;
+  eventSeq: number;
+  attempt: number;
+  at: number;
+  durationMs: number;
+  statusCode: number | null;
+  error: string | null;
+  outcome: 'delivered' | 'failed' | 'gone';
+  /** For failures: when to try again, or null when the schedule is used up (dead). */
+  nextAttemptAt: number | null;
+}
+
+export function recordAttempt(db: Db, a: AttemptRecord): void {
+  stmt(db, `INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(newId('atm'), a.deliveryId, a.subscriptionId, a.eventSeq, a.attempt, a.at, a.durationMs, a.statusCode, a.error, a.outcome, a.nextAttemptAt);
+  if (a.outcome === 'delivered') {
+    stmt(db, "UPDATE deliveries SET status = 'delivered', delivered_at = ?, last_status = ?, last_error = NULL WHERE id = ? AND status = 'pending'").run(a.at + a.durationMs, a.statusCode, a.deliveryId);
+  } else {
+    const dead = a.outcome === 'gone' || a.nextAttemptAt === null;
+    stmt(db, `UPDATE deliveries SET status = CASE WHEN ? THEN 'dead' ELSE status END, next_attempt_at = COALESCE(?, next_attempt_at), last_status = ?, last_error = ?
+      WHERE id = ? AND status = 'pending'`).run(dead ? 1 : 0, a.nextAttemptAt, a.statusCode, a.error, a.deliveryId);
+  }
+}
+
+export interface AttemptRow { id: string; delivery_id: string; event_id: string; attempt: number; attempted_at: number; duration_ms: number; status_code: number | null; error: string | null; outcome: string; next_attempt_at: number | null; delivery_status: string }
+
+export const attempts = {
+  /** Newest first; `before` is an attempt id cursor. */
+  page: (db: Db, subscriptionId: string, before: string | null, limit: number) =>
+    stmt(db, `SELECT a.id, a.delivery_id, e.id AS event_id, a.attempt, a.attempted_at, a.duration_ms, a.status_code, a.error, a.outcome, a.next_attempt_at, d.status AS delivery_status
+      FROM delivery_attempts a JOIN events e ON e.seq = a.event_seq JOIN deliveries d ON d.id = a.delivery_id
+      WHERE a.subscription_id = ? AND (? IS NULL OR a.id < ?) ORDER BY a.id DESC LIMIT ?`).all(subscriptionId, before, before, limit) as AttemptRow[],
+  health: (db: Db, subscriptionId: string) =>
+    stmt(db, `SELECT SUM(status = 'pending' AND attempts = 0) AS pending, SUM(status = 'pending' AND attempts > 0) AS retrying,
+      SUM(status = 'dead') AS dead, SUM(status = 'delivered') AS delivered FROM deliveries WHERE subscription_id = ?`).get(subscriptionId) as Record<string, number | null>,
+};

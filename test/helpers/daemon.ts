@@ -1,0 +1,137 @@
+// Start the real daemon (bin/node-svc daemon) as a child process on a free loopback port, and talk HTTP to it.
+import { spawn, type ChildProcess } from 'node:child_process';
+import { join } from 'node:path';
+import { BIN, cliFor, json, REPO_ROOT } from './cli.js';
+import { ISSUER, publicJwks, writeJwks, type KeyPair } from './issuer.js';
+
+export interface RunningDaemon {
+  /** `http://127.0.0.1:PORT`, as the daemon printed it. */
+  url: string;
+  pid: number;
+  child: ChildProcess;
+  /** Everything the daemon wrote to stderr so far (its JSON log lines). */
+  stderr(): string;
+  /** Everything the daemon wrote to stdout so far. */
+  stdout(): string;
+  /** Send `signal` (SIGTERM by default) and resolve with the exit code (null when killed by a signal). */
+  stop(signal?: NodeJS.Signals): Promise<number | null>;
+}
+
+export interface DaemonOptions {
+  /** `--rate-limit N` (0 turns it off; default 0 so tests are not throttled). */
+  rateLimit?: number;
+  /** Extra environment; inherited NODE_SVC_* variables are dropped first. */
+  env?: Record<string, string>;
+  /** How long to wait for `listening on URL` (default 30 s). */
+  startTimeoutMs?: number;
+}
+
+const LISTENING_RE = /listening on (http:\/\/\S+)/;
+
+/** `node bin/node-svc --data-dir <dir> daemon --port 0 --rate-limit <n>`; resolves once it prints its URL. */
+export function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<RunningDaemon> {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
+  Object.assign(env, opts.env);
+  const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', String(opts.rateLimit ?? 0)];
+  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout!.setEncoding('utf8');
+  child.stderr!.setEncoding('utf8');
+  child.stderr!.on('data', (s: string) => { err += s; });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`daemon did not print "listening on" within ${opts.startTimeoutMs ?? 30_000} ms\nstdout: ${out}\nstderr: ${err}`));
+    }, opts.startTimeoutMs ?? 30_000);
+    child.once('error', (e) => { clearTimeout(timer); reject(e); });
+    void exited.then((code) => {
+      clearTimeout(timer);
+      reject(new Error(`daemon exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`));
+    });
+    child.stdout!.on('data', (s: string) => {
+      const before = out;
+      out += s;
+      const m = LISTENING_RE.exec(out);
+      if (!m || LISTENING_RE.test(before)) return;
+      clearTimeout(timer);
+      resolve({
+        url: m[1]!,
+        pid: child.pid!,
+        child,
+        stderr: () => err,
+        stdout: () => out,
+        stop(signal: NodeJS.Signals = 'SIGTERM') {
+          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
+          return exited;
+        },
+      });
+    });
+  });
+}
+
+export interface NodeSetup {
+  tokenA: string;
+  tokenB: string;
+  jwksPath: string;
+}
+
+/** Register node-a and node-b, issue a token for each, and trust `keys` (the issuer's JWKS) for `issuer`. */
+export async function setupNodes(dataDir: string, keys: KeyPair | KeyPair[], issuer = ISSUER): Promise<NodeSetup> {
+  const cli = cliFor(dataDir);
+  const ok = async (...args: string[]) => {
+    const r = await cli(...args);
+    if (r.code !== 0) throw new Error(`node-svc ${args.join(' ')} → ${r.code}\n${r.stderr}`);
+    return r.stdout;
+  };
+  await ok('nodes', 'add', 'node-a');
+  await ok('nodes', 'add', 'node-b');
+  const tokenA = json<{ token: string }>(await ok('tokens', 'issue', 'node-a')).token;
+  const tokenB = json<{ token: string }>(await ok('tokens', 'issue', 'node-b')).token;
+  const jwksPath = await writeJwks(join(dataDir, '..', `jwks-${Date.now()}.json`), publicJwks(...(Array.isArray(keys) ? keys : [keys])));
+  await ok('keys', 'add', '--issuer', issuer, jwksPath);
+  return { tokenA, tokenB, jwksPath };
+}
+
+export interface HttpResult<T = any> {
+  status: number;
+  headers: Headers;
+  /** Parsed JSON when the body is JSON (application/json or problem+json), else the text ('' when empty). */
+  body: T;
+  text: string;
+}
+
+export interface RequestOptions {
+  method?: string;
+  token?: string;
+  /** An object is sent as JSON with content-type application/json; a string is sent as is. */
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+/** A small fetch wrapper: never throws for an HTTP status, only when the daemon cannot be reached. */
+export async function http<T = any>(base: string, path: string, o: RequestOptions = {}): Promise<HttpResult<T>> {
+  const headers: Record<string, string> = {};
+  if (o.token !== undefined) headers.authorization = `Bearer ${o.token}`;
+  let body: string | undefined;
+  if (o.body !== undefined) {
+    body = typeof o.body === 'string' ? o.body : JSON.stringify(o.body);
+    if (typeof o.body !== 'string') headers['content-type'] = 'application/json';
+  }
+  Object.assign(headers, o.headers);
+  const res = await fetch(`${base}${path}`, { method: o.method ?? (body !== undefined ? 'POST' : 'GET'), headers, ...(body !== undefined ? { body } : {}) });
+  const text = await res.text();
+  const type = res.headers.get('content-type') ?? '';
+  let parsed: unknown = text;
+  if (/json/i.test(type) && text) parsed = JSON.parse(text);
+  return { status: res.status, headers: res.headers, body: parsed as T, text };
+}
+
+/** `http` bound to a daemon URL and a token. */
+export const clientOf = (base: string, token: string) => ({
+  get: <T = any>(path: string, o: Omit<RequestOptions, 'token'> = {}) => http<T>(base, path, { ...o, token }),
+  post: <T = any>(path: string, body: unknown, o: Omit<RequestOptions, 'token' | 'body'> = {}) => http<T>(base, path, { ...o, token, body, method: 'POST' }),
+});
