@@ -1,6 +1,5 @@
 // The one place that exits (changesets/wrangler habit): commands throw typed errors, this maps them to exit codes.
 import { EXIT, NodeSvcError } from '../domain/errors.js';
-import { buildProgram } from './program.js';
 import { render, renderError, type CommandResult } from './output.js';
 
 process.umask(0o077); // data dir 0700, database and its WAL files 0600
@@ -8,8 +7,44 @@ process.umask(0o077); // data dir 0700, database and its WAL files 0600
 const argv = process.argv.slice(2);
 const jsonFlag = argv.includes('--json') || !process.stdout.isTTY;
 
+/**
+ * `verify` is what scripts call on every credential: parsed with node's own parseArgs so that commander
+ * (and everything else) stays unloaded (bench/cli-start). Anything unusual falls through to commander.
+ */
+async function fastVerify(): Promise<CommandResult | undefined> {
+  const i = argv.indexOf('verify');
+  if (i < 0 || argv.includes('--help') || argv.includes('-h')) return undefined;
+  const { parseArgs } = await import('node:util');
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv.filter((_, k) => k !== i),
+      allowPositionals: true,
+      options: { node: { type: 'string' }, remote: { type: 'boolean' }, json: { type: 'boolean' }, 'data-dir': { type: 'string' }, url: { type: 'string' }, token: { type: 'string' } },
+    });
+  } catch {
+    return undefined;
+  }
+  if (parsed.positionals.length !== 1) return undefined;
+  const v = parsed.values;
+  const { verify } = await import('./commands/verify.js');
+  return verify(
+    { dataDir: v['data-dir'], url: v.url ?? process.env.NODE_SVC_URL ?? 'http://127.0.0.1:8787', token: v.token ?? process.env.NODE_SVC_TOKEN, json: v.json },
+    parsed.positionals[0]!,
+    { node: v.node, remote: v.remote },
+  );
+}
+
 async function main(): Promise<number> {
+  if (argv[0] === 'verify' || (argv.includes('verify') && argv[0]?.startsWith('--'))) {
+    const fast = await fastVerify();
+    if (fast) {
+      process.stdout.write(render(fast, jsonFlag));
+      return fast.exitCode ?? EXIT.ok;
+    }
+  }
   let result: CommandResult | undefined;
+  const { buildProgram } = await import('./program.js');
   const program = buildProgram((r) => { result = r; });
   try {
     await program.parseAsync(process.argv);

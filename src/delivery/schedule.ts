@@ -11,7 +11,8 @@ export function retryDelayMs(attempt: number, schedule: readonly number[], retry
   const base = schedule[attempt - 1];
   if (base === undefined) return undefined;
   const jittered = base * 1000 * (0.8 + 0.4 * random());
-  if (retryAfterS !== undefined && Number.isFinite(retryAfterS) && retryAfterS > 0) return Math.max(jittered, Math.min(retryAfterS, MAX_RETRY_AFTER_S) * 1000);
+  // Whole ms either way: next_attempt_at is a STRICT INTEGER column, a fraction would fail the recording transaction.
+  if (retryAfterS !== undefined && Number.isFinite(retryAfterS) && retryAfterS > 0) return Math.round(Math.max(jittered, Math.min(retryAfterS, MAX_RETRY_AFTER_S) * 1000));
   return Math.round(jittered);
 }
 

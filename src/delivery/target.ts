@@ -25,11 +25,12 @@ export interface TargetPolicy {
 export function parseCidrs(list: string): Array<[string, number, 'ipv4' | 'ipv6']> | string {
   const out: Array<[string, number, 'ipv4' | 'ipv6']> = [];
   for (const raw of list.split(',').map((s) => s.trim()).filter(Boolean)) {
-    const [addr, bits] = raw.split('/');
+    const [addr, bits, ...rest] = raw.split('/');
     const fam = isIP(addr ?? '');
-    if (!fam) return `"${raw}" is not an IP address or CIDR`;
+    if (!fam || rest.length) return `"${raw}" is not an IP address or CIDR`;
     const max = fam === 4 ? 32 : 128;
-    const n = bits === undefined ? max : Number(bits);
+    // Digits only: Number('') is 0, so "10.0.0.0/" would otherwise mean /0, every address.
+    const n = bits === undefined ? max : /^\d{1,3}$/.test(bits) ? Number(bits) : NaN;
     if (!Number.isInteger(n) || n < 0 || n > max) return `"${raw}" has a bad prefix length`;
     out.push([addr!, n, fam === 4 ? 'ipv4' : 'ipv6']);
   }

@@ -1,6 +1,5 @@
 // Operator admin use cases: nodes, bearer tokens, trusted issuer keys. Shared by the CLI and the daemon.
 import { createHash, randomBytes } from 'node:crypto';
-import { readFile } from 'node:fs/promises';
 import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.js';
 import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.js';
 import { NODE_ID_RE, newId } from '../domain/ids.js';
@@ -89,6 +88,7 @@ export async function readJwksSource(source: string): Promise<unknown> {
     text = await res.text();
   } else {
     try {
+      const { readFile } = await import('node:fs/promises'); // not on the verify path
       text = await readFile(source, 'utf8');
     } catch (err) {
       throw usageError(`cannot read ${source}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`, 'give a JWKS file path or an http(s) URL');

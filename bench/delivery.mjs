@@ -1,0 +1,280 @@
+// bench/delivery: webhook delivery throughput and latency of the real delivery worker against a loopback receiver
+// (DESIGN §13: sustained deliveries/s >= 0.2 x the raw keep-alive POST rate to the same receiver, every attempt
+// durably recorded; p95 event->delivery < 10 ms at 200 events/s; daemon RSS <= 120 MB).
+//
+// Three processes on this machine: the receiver (bench/lib/delivery-receiver.mjs, node:http, answers 204), the daemon
+// (bench/lib/delivery-daemon.mjs: startDaemon from dist/daemon.js, events recorded in that process through
+// recordEvent inside write transactions, as the service layer does) and this one, which drives both over IPC, sends
+// the raw baseline and watches the store through its own read-only connection. The data dir is prepared with the
+// CLI (nodes add, tokens issue); the subscription is made with POST /v1/webhooks.
+//
+// Rounds alternate baseline and subject: raw keep-alive POSTs for BENCH_RAW_S seconds (undici Agent, 128 in flight,
+// an envelope-sized body), then BENCH_N events in transactions of BENCH_BATCH, timed from the first record until
+// the store shows none pending (all delivered, attempts committed). Medians over BENCH_ROUNDS, ratio per round.
+// Then BENCH_RATE events/s for BENCH_PACED_S seconds, one event per transaction: latency = receiver's receive time
+// minus the time just before the event's transaction (clocks of the two processes compared over IPC).
+import { execFileSync, fork } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Agent, request } from 'undici';
+import { envelopeBody } from '../dist/domain/events.js';
+import { newId } from '../dist/domain/ids.js';
+import { openStore } from '../dist/store/db.js';
+
+const N = Number(process.env.BENCH_N ?? 20_000);
+const BATCH = Number(process.env.BENCH_BATCH ?? 100);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const RAW_S = Number(process.env.BENCH_RAW_S ?? 3);
+const RAW_CONCURRENCY = Number(process.env.BENCH_RAW_CONCURRENCY ?? 128); // the worker's default global concurrency
+const RATE = Number(process.env.BENCH_RATE ?? 200);
+const PACED_S = Number(process.env.BENCH_PACED_S ?? 10);
+const SUBS = Number(process.env.BENCH_SUBS ?? 1);
+const CPU_PROF = process.env.BENCH_CPU_PROF; // a directory: the daemon process writes a .cpuprofile there
+const NODE = 'bench-node';
+const LIB = (f) => fileURLToPath(new URL(`./lib/${f}`, import.meta.url));
+const BIN = fileURLToPath(new URL('../bin/node-svc', import.meta.url));
+
+const now = () => performance.timeOrigin + performance.now();
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const pct = (sorted, p) => sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
+const fmt = (n) => Math.round(n).toLocaleString('en-US');
+
+const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
+const children = [];
+const root = mkdtempSync(join(tmpdir(), 'node-svc-bench-delivery-'));
+const dataDir = join(root, 'data');
+let store;
+
+/** A forked helper with request/response over IPC. */
+async function spawnChild(file, args, extra = {}) {
+  const child = fork(file, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], ...extra });
+  children.push(child);
+  let seq = 0;
+  const waiting = new Map();
+  let exited = false;
+  const ready = new Promise((resolve, reject) => {
+    child.once('exit', (code, sig) => {
+      exited = true;
+      const err = new Error(`${file} exited (${code ?? sig})`);
+      reject(err);
+      for (const w of waiting.values()) w.reject(err);
+      waiting.clear();
+    });
+    child.on('message', (m) => {
+      if (m.ready) return resolve(m);
+      const w = waiting.get(m.re);
+      if (!w) return;
+      waiting.delete(m.re);
+      if (m.error) w.reject(new Error(m.error));
+      else w.resolve(m);
+    });
+  });
+  const info = await Promise.race([ready, sleep(20_000).then(() => { throw new Error(`${file} did not start in 20 s`); })]);
+  const call = (cmd, args = {}, timeoutMs = 120_000) => {
+    if (exited) return Promise.reject(new Error(`${file} is not running`));
+    const re = ++seq;
+    return new Promise((resolve, reject) => {
+      const t = setTimeout(() => { waiting.delete(re); reject(new Error(`${file}: ${cmd} took over ${timeoutMs} ms`)); }, timeoutMs);
+      waiting.set(re, { resolve: (v) => { clearTimeout(t); resolve(v); }, reject: (e) => { clearTimeout(t); reject(e); } });
+      child.send({ cmd, re, ...args });
+    });
+  };
+  const waitExit = (ms) => (exited ? Promise.resolve(true) : Promise.race([new Promise((r) => child.once('exit', () => r(true))), sleep(ms).then(() => false)]));
+  return { child, info, call, waitExit, get exited() { return exited; } };
+}
+
+/** Offset of a child's clock from ours (ms), from the IPC ping with the smallest round trip. */
+async function clockOffset(c) {
+  let best = { rtt: Infinity, off: 0 };
+  for (let i = 0; i < 15; i++) {
+    const a = now();
+    const { t } = await c.call('clock');
+    const b = now();
+    if (b - a < best.rtt) best = { rtt: b - a, off: t - (a + b) / 2 };
+  }
+  return best;
+}
+
+/** Peak and current RSS of a process, MB, from /proc (VmHWM is the high-water mark over its life). */
+function rssOf(pid) {
+  const s = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = (k) => Number(new RegExp(`^${k}:\\s+(\\d+) kB`, 'm').exec(s)?.[1] ?? NaN);
+  return { peak: kb('VmHWM') / 1024, now: kb('VmRSS') / 1024 };
+}
+
+async function cleanup() {
+  for (const c of children.splice(0)) {
+    if (c.exitCode !== null || c.signalCode !== null) continue;
+    c.kill('SIGTERM');
+    const gone = await Promise.race([new Promise((r) => c.once('exit', () => r(true))), sleep(5000).then(() => false)]);
+    if (!gone) c.kill('SIGKILL');
+  }
+  try { store?.close(); } catch { /* already closed */ }
+  rmSync(root, { recursive: true, force: true });
+}
+for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => { cleanup().finally(() => process.exit(130)); });
+
+try {
+  await main();
+} catch (err) {
+  console.error(`bench/delivery failed: ${err?.stack ?? err}`);
+  process.exitCode = 1;
+} finally {
+  await cleanup();
+}
+
+async function main() {
+  // ---- the store, with the CLI ----
+  const cli = (...args) => execFileSync(process.execPath, [BIN, ...args, '--data-dir', dataDir, '--json'], { env, encoding: 'utf8' });
+  cli('nodes', 'add', NODE);
+  const { token } = JSON.parse(cli('tokens', 'issue', NODE));
+
+  // ---- receiver and daemon, each its own process ----
+  const receiver = await spawnChild(LIB('delivery-receiver.mjs'), []);
+  const hookUrl = `http://127.0.0.1:${receiver.info.port}/hook`;
+  const daemon = await spawnChild(LIB('delivery-daemon.mjs'), [dataDir], CPU_PROF ? { execArgv: ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] } : {});
+  const daemonPid = daemon.child.pid;
+  let peakRss = 0;
+  const rssTimer = setInterval(() => { try { peakRss = Math.max(peakRss, rssOf(daemonPid).now); } catch { /* exited */ } }, 50);
+  rssTimer.unref();
+
+  for (let i = 0; i < SUBS; i++) {
+    const res = await request(`${daemon.info.url}/v1/webhooks`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
+      body: JSON.stringify({ url: hookUrl, events: ['budget.halted'], description: `bench ${i + 1}` }),
+    });
+    const text = await res.body.text();
+    if (res.statusCode !== 201) throw new Error(`POST /v1/webhooks answered ${res.statusCode}: ${text}`);
+  }
+
+  // Our own read-only connection: what it sees is committed.
+  store = openStore(dataDir, { readonly: true });
+  const pendingQ = store.db.prepare("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'").pluck();
+  const deliveredQ = store.db.prepare("SELECT COUNT(*) FROM deliveries WHERE status = 'delivered'").pluck();
+  const otherQ = store.db.prepare("SELECT status, COUNT(*) AS n FROM deliveries WHERE status NOT IN ('pending', 'delivered') GROUP BY status");
+  const attemptsQ = store.db.prepare("SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'delivered'").pluck();
+
+  let recorded = 0; // events recorded so far (each fans out to SUBS deliveries)
+  /** Wait until the receiver has every delivery so far, then until the store shows none pending. Bounded. */
+  async function drained(limitMs = 120_000) {
+    const until = now() + limitMs;
+    let atReceiver = NaN;
+    while (now() < until) {
+      const c = await receiver.call('count');
+      if (c.unique >= recorded * SUBS) { atReceiver = now(); break; }
+      await sleep(5);
+    }
+    if (Number.isNaN(atReceiver)) throw new Error(`receiver did not get all ${recorded * SUBS} deliveries within ${limitMs} ms`);
+    while (now() < until) {
+      if (pendingQ.get() === 0) return { atReceiver, atStore: now() };
+      await sleep(2);
+    }
+    throw new Error(`deliveries still pending after ${limitMs} ms`);
+  }
+
+  // ---- raw baseline: keep-alive POSTs of an envelope-sized body, 128 in flight, from this process ----
+  const sampleBody = envelopeBody({ id: newId('evt'), type: 'budget.halted', occurredAt: new Date().toISOString(), externalRef: 'budget:b12345', data: { budget: 'b12345', reason: 'anomaly' } }, '1.1.0');
+  const rawAgent = new Agent({ connections: RAW_CONCURRENCY, keepAliveTimeout: 30_000 });
+  let rawSeq = 0;
+  async function raw(seconds) {
+    await receiver.call('reset');
+    const end = performance.now() + seconds * 1000;
+    let done = 0;
+    const t0 = performance.now();
+    const lane = async () => {
+      while (performance.now() < end) {
+        const res = await request(hookUrl, {
+          method: 'POST',
+          headers: { 'content-type': 'application/json', 'x-service-event-id': `raw-${++rawSeq}` },
+          body: sampleBody,
+          dispatcher: rawAgent,
+        });
+        await res.body.dump();
+        if (res.statusCode !== 204) throw new Error(`receiver answered ${res.statusCode}`);
+        done++;
+      }
+    };
+    await Promise.all(Array.from({ length: RAW_CONCURRENCY }, lane));
+    const rate = done / ((performance.now() - t0) / 1000);
+    await receiver.call('reset');
+    return rate;
+  }
+
+  async function sustained(n) {
+    await receiver.call('reset');
+    const r = await daemon.call('burst', { node: NODE, n, batch: BATCH });
+    recorded += n;
+    const d = await drained();
+    // A reset receiver counts this round only; drained() compares with all rounds, so keep the totals in step.
+    return { rate: (n * SUBS) / ((d.atStore - r.t0) / 1000), recordRate: n / ((r.t1 - r.t0) / 1000), receiverRate: (n * SUBS) / ((d.atReceiver - r.t0) / 1000) };
+  }
+  // drained() counts unique ids at the receiver since its last reset; make it per round.
+  const roundBase = { value: 0 };
+  const drainedRound = drained;
+  async function sustainedRound(n) {
+    await receiver.call('reset');
+    const before = recorded;
+    recorded = 0;
+    const r = await daemon.call('burst', { node: NODE, n, batch: BATCH });
+    recorded = n;
+    const d = await drainedRound();
+    recorded = before + n;
+    roundBase.value = recorded;
+    return { rate: (n * SUBS) / ((d.atStore - r.t0) / 1000), recordRate: n / ((r.t1 - r.t0) / 1000), receiverRate: (n * SUBS) / ((d.atReceiver - r.t0) / 1000) };
+  }
+  void sustained;
+
+  // ---- warm-up (JIT, connections, page cache), then alternating rounds ----
+  await raw(1);
+  await sustainedRound(Math.min(N, 2000));
+  const r = { raw: [], sus: [], rec: [], recv: [], ratio: [] };
+  for (let k = 0; k < ROUNDS; k++) {
+    const a = await raw(RAW_S);
+    const s = await sustainedRound(N);
+    r.raw.push(a); r.sus.push(s.rate); r.rec.push(s.recordRate); r.recv.push(s.receiverRate); r.ratio.push(s.rate / a);
+  }
+  await rawAgent.close();
+
+  // ---- latency at a steady rate, one event per transaction ----
+  await receiver.call('reset');
+  const offD = await clockOffset(daemon);
+  const offR = await clockOffset(receiver);
+  const p = await daemon.call('paced', { node: NODE, rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000);
+  const before = recorded;
+  recorded = p.records.length;
+  await drainedRound();
+  recorded = before + p.records.length;
+  const { times } = await receiver.call('times', { ids: p.records.map(([id]) => id) });
+  const lat = p.records.map(([, t], i) => (times[i] - offR.off) - (t - offD.off)).sort((a, b) => a - b);
+  const achieved = p.records.length / ((p.t1 - p.t0) / 1000);
+
+  // ---- durability and totals ----
+  const count = await receiver.call('count');
+  const stats = await daemon.call('stats');
+  const rss = rssOf(daemonPid);
+  peakRss = Math.max(peakRss, rss.now);
+  const delivered = deliveredQ.get();
+  const expected = recorded * SUBS;
+  const others = otherQ.all();
+  const deliveredAttempts = attemptsQ.get();
+
+  console.log(`bench/delivery  loopback receiver, ${SUBS} subscription(s), events recorded in the daemon process via recordEvent (medians of ${ROUNDS} rounds)`);
+  console.log(`  raw keep-alive POST (undici, ${RAW_CONCURRENCY} in flight, ${Buffer.byteLength(sampleBody)} B body)  ${fmt(median(r.raw))}/s`);
+  console.log(`  worker, ${fmt(N)} events in transactions of ${BATCH}, until none pending  ${fmt(median(r.sus))} deliveries/s   ratio ${median(r.ratio).toFixed(2)}  (target >= 0.2)`);
+  console.log(`    recording alone ${fmt(median(r.rec))} events/s; receiver had all at ${fmt(median(r.recv))}/s; per round ${r.sus.map(fmt).join(', ')} vs raw ${r.raw.map(fmt).join(', ')}`);
+  console.log(`  latency event->delivery at ${RATE}/s for ${PACED_S} s (${fmt(p.records.length)} events, achieved ${achieved.toFixed(0)}/s, ${p.late} late)  p50 ${lat.length ? pct(lat, 50).toFixed(2) : '-'} ms  p95 ${pct(lat, 95).toFixed(2)} ms  p99 ${pct(lat, 99).toFixed(2)} ms  max ${lat[lat.length - 1].toFixed(2)} ms  (target p95 < 10 ms; Convoy publishes ~124 ms)`);
+  console.log(`    clock offsets vs bench: daemon ${offD.off.toFixed(3)} ms (rtt ${offD.rtt.toFixed(3)}), receiver ${offR.off.toFixed(3)} ms (rtt ${offR.rtt.toFixed(3)}); corrected`);
+  console.log(`  daemon peak RSS ${peakRss.toFixed(1)} MB sampled, ${rss.peak.toFixed(1)} MB VmHWM  (target <= 120 MB)`);
+  const ok = delivered === expected && others.length === 0;
+  console.log(`  deliveries delivered ${fmt(delivered)} = events ${fmt(recorded)} x subscriptions ${SUBS}: ${ok ? 'yes' : `NO (expected ${fmt(expected)}; other: ${JSON.stringify(others)})`}; delivered attempts ${fmt(deliveredAttempts)}; receiver duplicates ${count.duplicates}, unsigned ${count.unsigned}; worker stats ${JSON.stringify(stats.stats)}`);
+  if (!ok) process.exitCode = 1;
+  clearInterval(rssTimer);
+
+  await daemon.call('stop', {}, 30_000);
+  await daemon.waitExit(10_000);
+  await receiver.call('stop', {}, 5_000).catch(() => undefined);
+}

@@ -1,0 +1,68 @@
+// bench/lib/delivery-daemon: the daemon of bench/delivery, run as its own process (fork, IPC) so that its RSS and
+// CPU are its own. It is the real daemon (startDaemon from dist/daemon.js: API + delivery worker) and records events
+// the way the service layer does, with recordEvent inside a write transaction, on the parent's command:
+//   burst: N events in transactions of B, back to back (yielding to the event loop between transactions);
+//   paced: one event per transaction at a steady rate, each with the time just before its transaction began.
+import { startDaemon } from '../../dist/daemon.js';
+import { recordEvent } from '../../dist/store/events.js';
+
+const now = () => performance.timeOrigin + performance.now();
+const dataDir = process.argv[2];
+const d = await startDaemon({ dataDir, host: '127.0.0.1', port: 0, rateLimit: 0 });
+const db = d.deps.store.db;
+let k = 0;
+const record = (node) => {
+  const b = `b${++k}`;
+  return recordEvent(db, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' });
+};
+const tick = () => new Promise((r) => setImmediate(r));
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+let stopping = false;
+
+async function burst({ node, n, batch }) {
+  const t0 = now();
+  const one = db.transaction((m) => { for (let j = 0; j < m; j++) record(node); });
+  for (let i = 0; i < n && !stopping; i += batch) {
+    one.immediate(Math.min(batch, n - i));
+    await tick();
+  }
+  return { t0, t1: now() };
+}
+
+async function paced({ node, rate, seconds }) {
+  const n = Math.round(rate * seconds);
+  const gap = 1000 / rate;
+  const one = db.transaction(() => record(node));
+  const out = [];
+  let late = 0;
+  const start = now() + 5;
+  for (let i = 0; i < n && !stopping; i++) {
+    const due = start + i * gap;
+    const wait = due - now();
+    if (wait > 0) await sleep(wait);
+    const t = now();
+    if (t - due > gap) late++;
+    const e = one.immediate();
+    out.push([e.id, t]);
+  }
+  return { records: out, late, t0: start, t1: now() };
+}
+
+process.on('message', async (m) => {
+  try {
+    switch (m.cmd) {
+      case 'burst': return process.send({ re: m.re, ...(await burst(m)) });
+      case 'paced': return process.send({ re: m.re, ...(await paced(m)) });
+      case 'clock': return process.send({ re: m.re, t: now() });
+      case 'stats': return process.send({ re: m.re, stats: d.worker.stats, inFlight: d.worker.inFlight, rss: process.memoryUsage().rss });
+      case 'stop':
+        stopping = true;
+        await d.stop();
+        return process.send({ re: m.re }, () => process.exit(0));
+    }
+  } catch (err) {
+    process.send({ re: m.re, error: String(err?.stack ?? err) });
+  }
+});
+process.on('disconnect', () => { stopping = true; d.stop().finally(() => process.exit(0)); });
+process.send({ ready: true, url: d.url });

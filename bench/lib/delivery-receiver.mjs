@@ -1,0 +1,48 @@
+// bench/lib/delivery-receiver: the loopback webhook receiver of bench/delivery, run as its own process (fork, IPC).
+// node:http on 127.0.0.1 port 0; answers 204 as soon as the body has arrived. Per request it keeps the
+// x-service-event-id and the receive time (performance.timeOrigin + performance.now(), ms, sub-ms resolution),
+// first arrival only; repeats are counted as duplicates. The parent asks for counts and times over IPC.
+import http from 'node:http';
+
+const now = () => performance.timeOrigin + performance.now();
+let received = new Map(); // event id -> receive time
+let requests = 0;
+let duplicates = 0;
+let unsigned = 0;
+
+const server = http.createServer((req, res) => {
+  const id = req.headers['x-service-event-id'];
+  if (!req.headers['x-service-signature'] && !String(id).startsWith('raw-')) unsigned++;
+  req.on('data', () => {});
+  req.on('end', () => {
+    const t = now();
+    requests++;
+    if (typeof id === 'string') {
+      if (received.has(id)) duplicates++;
+      else received.set(id, t);
+    }
+    res.writeHead(204);
+    res.end();
+  });
+});
+server.keepAliveTimeout = 60_000;
+
+process.on('message', (m) => {
+  switch (m.cmd) {
+    case 'count':
+      return process.send({ re: m.re, requests, unique: received.size, duplicates, unsigned });
+    case 'times':
+      return process.send({ re: m.re, times: m.ids.map((id) => received.get(id) ?? null) });
+    case 'reset':
+      received = new Map(); requests = 0; duplicates = 0; unsigned = 0;
+      return process.send({ re: m.re });
+    case 'clock':
+      return process.send({ re: m.re, t: now() });
+    case 'stop':
+      server.close();
+      server.closeAllConnections?.();
+      process.send({ re: m.re }, () => process.exit(0));
+  }
+});
+process.on('disconnect', () => process.exit(0)); // the bench went away: do not linger
+server.listen(0, '127.0.0.1', () => process.send({ ready: true, port: server.address().port }));
