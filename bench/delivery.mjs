@@ -159,16 +159,16 @@ async function main() {
   const attemptsQ = store.db.prepare("SELECT COUNT(*) FROM delivery_attempts WHERE outcome = 'delivered'").pluck();
 
   let recorded = 0; // events recorded so far (each fans out to SUBS deliveries)
-  /** Wait until the receiver has every delivery so far, then until the store shows none pending. Bounded. */
-  async function drained(limitMs = 120_000) {
+  /** Wait until the receiver has `unique` deliveries (since its last reset), then until the store shows none pending. Bounded. */
+  async function drained(unique, limitMs = 120_000) {
     const until = now() + limitMs;
     let atReceiver = NaN;
     while (now() < until) {
       const c = await receiver.call('count');
-      if (c.unique >= recorded * SUBS) { atReceiver = now(); break; }
+      if (c.unique >= unique) { atReceiver = now(); break; }
       await sleep(5);
     }
-    if (Number.isNaN(atReceiver)) throw new Error(`receiver did not get all ${recorded * SUBS} deliveries within ${limitMs} ms`);
+    if (Number.isNaN(atReceiver)) throw new Error(`receiver did not get all ${unique} deliveries within ${limitMs} ms`);
     while (now() < until) {
       if (pendingQ.get() === 0) return { atReceiver, atStore: now() };
       await sleep(2);
@@ -208,33 +208,17 @@ async function main() {
     await receiver.call('reset');
     const r = await daemon.call('burst', { node: NODE, n, batch: BATCH });
     recorded += n;
-    const d = await drained();
-    // A reset receiver counts this round only; drained() compares with all rounds, so keep the totals in step.
+    const d = await drained(n * SUBS);
     return { rate: (n * SUBS) / ((d.atStore - r.t0) / 1000), recordRate: n / ((r.t1 - r.t0) / 1000), receiverRate: (n * SUBS) / ((d.atReceiver - r.t0) / 1000) };
   }
-  // drained() counts unique ids at the receiver since its last reset; make it per round.
-  const roundBase = { value: 0 };
-  const drainedRound = drained;
-  async function sustainedRound(n) {
-    await receiver.call('reset');
-    const before = recorded;
-    recorded = 0;
-    const r = await daemon.call('burst', { node: NODE, n, batch: BATCH });
-    recorded = n;
-    const d = await drainedRound();
-    recorded = before + n;
-    roundBase.value = recorded;
-    return { rate: (n * SUBS) / ((d.atStore - r.t0) / 1000), recordRate: n / ((r.t1 - r.t0) / 1000), receiverRate: (n * SUBS) / ((d.atReceiver - r.t0) / 1000) };
-  }
-  void sustained;
 
   // ---- warm-up (JIT, connections, page cache), then alternating rounds ----
   await raw(1);
-  await sustainedRound(Math.min(N, 2000));
+  await sustained(Math.min(N, 2000));
   const r = { raw: [], sus: [], rec: [], recv: [], ratio: [] };
   for (let k = 0; k < ROUNDS; k++) {
     const a = await raw(RAW_S);
-    const s = await sustainedRound(N);
+    const s = await sustained(N);
     r.raw.push(a); r.sus.push(s.rate); r.rec.push(s.recordRate); r.recv.push(s.receiverRate); r.ratio.push(s.rate / a);
   }
   await rawAgent.close();
@@ -244,10 +228,8 @@ async function main() {
   const offD = await clockOffset(daemon);
   const offR = await clockOffset(receiver);
   const p = await daemon.call('paced', { node: NODE, rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000);
-  const before = recorded;
-  recorded = p.records.length;
-  await drainedRound();
-  recorded = before + p.records.length;
+  recorded += p.records.length;
+  await drained(p.records.length * SUBS, 60_000);
   const { times } = await receiver.call('times', { ids: p.records.map(([id]) => id) });
   const lat = p.records.map(([, t], i) => (times[i] - offR.off) - (t - offD.off)).sort((a, b) => a - b);
   const achieved = p.records.length / ((p.t1 - p.t0) / 1000);

@@ -45,7 +45,7 @@ async function main(): Promise<number> {
   }
   let result: CommandResult | undefined;
   const { buildProgram } = await import('./program.js');
-  const program = buildProgram((r) => { result = r; });
+  const program = buildProgram((r) => { result = r; }, jsonFlag);
   try {
     await program.parseAsync(process.argv);
   } catch (err) {

@@ -7,7 +7,7 @@ type Sink = (r: CommandResult) => void;
 export { VERSION } from '../version.js';
 import { VERSION } from '../version.js';
 
-export function buildProgram(sink: Sink): Command {
+export function buildProgram(sink: Sink, json = false): Command {
   const program = new Command('node-svc')
     .description('Allowance verification, stream finality and signed webhooks for serviceNodes')
     .version(VERSION, '-V, --version')
@@ -16,7 +16,12 @@ export function buildProgram(sink: Sink): Command {
     .addOption(new Option('--token <token>', 'bearer token for client commands').env('NODE_SVC_TOKEN'))
     .option('--json', 'print JSON (the default when stdout is not a terminal)')
     .exitOverride()
-    .showHelpAfterError('(run with --help for usage)')
+    // Usage errors in JSON mode are JSON too, like every other error (scripts parse stderr).
+    .configureOutput({
+      outputError: (str, write) =>
+        write(json ? `${JSON.stringify({ error: { code: 'usage', message: str.replace(/^error: /, '').trim() } })}\n` : str),
+    })
+    .showHelpAfterError(json ? false : '(run with --help for usage)')
     .enablePositionalOptions(false);
 
   const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;

@@ -1,0 +1,155 @@
+// Where deliveries may go: link-local and metadata never; loopback and private by default; --webhook-deny / --webhook-allow narrow it.
+import type { LookupAddress } from 'node:dns';
+import { describe, expect, it } from 'vitest';
+import { parseCidrs, targetPolicy } from '../../src/delivery/target.js';
+
+const cidrs = (s: string) => {
+  const r = parseCidrs(s);
+  if (typeof r === 'string') throw new Error(r);
+  return r;
+};
+const ok = (p: ReturnType<typeof targetPolicy>, a: string) => p.allowed(a).ok;
+
+describe('targetPolicy: always refused', () => {
+  const p = targetPolicy();
+  const never = [
+    '169.254.169.254', // cloud metadata (IPv4 link-local)
+    '169.254.0.1',
+    'fe80::1', // IPv6 link-local
+    'FE80::abcd',
+    'fd00:ec2::254', // AWS metadata over IPv6
+    '::ffff:169.254.169.254', // IPv4-mapped, dotted
+    '::ffff:a9fe:a9fe', // IPv4-mapped, as the WHATWG URL parser writes it
+    '100.100.100.200', // Alibaba metadata
+    '0.0.0.0',
+    '::',
+    '224.0.0.1',
+    'ff02::1',
+    '255.255.255.255',
+  ];
+  for (const a of never)
+    it(`refuses ${a}`, () => {
+      const r = p.allowed(a);
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.reason).toContain(a);
+    });
+
+  it('refuses them even when --webhook-allow lists them', () => {
+    const q = targetPolicy({ allow: cidrs('169.254.0.0/16,fe80::/10,0.0.0.0/0') });
+    expect(ok(q, '169.254.169.254')).toBe(false);
+    expect(ok(q, 'fe80::1')).toBe(false);
+    expect(ok(q, '::ffff:169.254.169.254')).toBe(false);
+  });
+});
+
+describe('targetPolicy: allowed by default', () => {
+  const p = targetPolicy();
+  for (const a of ['127.0.0.1', '::1', '10.1.2.3', '192.168.1.10', '172.16.0.5', 'fd12:3456::1', '::ffff:127.0.0.1', '203.0.113.7', '2001:db8::1'])
+    it(`allows ${a}`, () => expect(p.allowed(a)).toEqual({ ok: true }));
+});
+
+describe('targetPolicy: --webhook-deny', () => {
+  const p = targetPolicy({ deny: cidrs('10.0.0.0/8, 127.0.0.1/32, fd00::/8') });
+
+  it('refuses addresses inside the denied networks, naming the flag', () => {
+    const r = p.allowed('10.1.2.3');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toMatch(/--webhook-deny/);
+    expect(ok(p, '127.0.0.1')).toBe(false);
+    expect(ok(p, 'fd12::1')).toBe(false);
+  });
+
+  it('applies to IPv4-mapped IPv6 forms of denied IPv4 addresses too', () => {
+    expect(ok(p, '::ffff:10.1.2.3')).toBe(false);
+    expect(ok(p, '::ffff:a01:203')).toBe(false);
+  });
+
+  it('still allows the rest', () => {
+    expect(ok(p, '127.0.0.2')).toBe(true);
+    expect(ok(p, '::1')).toBe(true);
+    expect(ok(p, '192.168.0.1')).toBe(true);
+  });
+});
+
+describe('targetPolicy: --webhook-allow', () => {
+  const p = targetPolicy({ allow: cidrs('10.0.0.0/8,::1') });
+
+  it('allows only the listed networks', () => {
+    expect(ok(p, '10.1.2.3')).toBe(true);
+    expect(ok(p, '::1')).toBe(true);
+    const r = p.allowed('127.0.0.1');
+    expect(r.ok).toBe(false);
+    if (!r.ok) expect(r.reason).toMatch(/--webhook-allow/);
+    expect(ok(p, '192.168.1.1')).toBe(false);
+    expect(ok(p, '::2')).toBe(false);
+  });
+
+  it('matches an IPv4-mapped form of an allowed IPv4 address', () => {
+    expect(ok(p, '::ffff:10.9.9.9')).toBe(true);
+  });
+
+  it('deny wins over allow', () => {
+    const q = targetPolicy({ allow: cidrs('10.0.0.0/8'), deny: cidrs('10.6.0.0/16') });
+    expect(ok(q, '10.5.0.1')).toBe(true);
+    expect(ok(q, '10.6.0.1')).toBe(false);
+  });
+
+  it('an empty allow list means no restriction', () => {
+    expect(ok(targetPolicy({ allow: [] }), '192.168.1.1')).toBe(true);
+  });
+});
+
+describe('targetPolicy: lookup (connect-time check, no DNS rebinding)', () => {
+  const resolve = (p: ReturnType<typeof targetPolicy>, host: string, options: object) =>
+    new Promise<{ err: NodeJS.ErrnoException | null; address: string | LookupAddress[]; family?: number }>((res) =>
+      (p.lookup as unknown as (h: string, o: object, cb: (e: NodeJS.ErrnoException | null, a: string | LookupAddress[], f?: number) => void) => void)(
+        host, options, (err, address, family) => res({ err, address, ...(family !== undefined ? { family } : {}) })),
+    );
+
+  it('resolves localhost to an allowed loopback address', async () => {
+    const r = await resolve(targetPolicy(), 'localhost', {});
+    expect(r.err).toBeNull();
+    expect(['127.0.0.1', '::1']).toContain(r.address);
+  });
+
+  it('answers all allowed addresses when asked for all', async () => {
+    const r = await resolve(targetPolicy(), 'localhost', { all: true });
+    expect(r.err).toBeNull();
+    expect(Array.isArray(r.address)).toBe(true);
+    for (const a of r.address as LookupAddress[]) expect(['127.0.0.1', '::1']).toContain(a.address);
+  });
+
+  it('fails with ENOTALLOWED when every address of the name is refused', async () => {
+    const r = await resolve(targetPolicy({ deny: cidrs('127.0.0.0/8,::1') }), 'localhost', {});
+    expect(r.err?.code).toBe('ENOTALLOWED');
+  });
+});
+
+describe('parseCidrs', () => {
+  it('reads addresses and CIDRs of both families; a bare address is a host route', () => {
+    expect(parseCidrs('10.0.0.0/8, 192.168.1.1 ,fd00::/8,::1')).toEqual([
+      ['10.0.0.0', 8, 'ipv4'],
+      ['192.168.1.1', 32, 'ipv4'],
+      ['fd00::', 8, 'ipv6'],
+      ['::1', 128, 'ipv6'],
+    ]);
+    expect(parseCidrs('')).toEqual([]);
+    expect(parseCidrs('0.0.0.0/0')).toEqual([['0.0.0.0', 0, 'ipv4']]);
+  });
+
+  it('answers an error naming the bad entry', () => {
+    expect(parseCidrs('10.0.0.0/8,example.com')).toBe('"example.com" is not an IP address or CIDR');
+    expect(parseCidrs('10.0.0/8')).toMatch(/"10\.0\.0\/8" is not an IP address/);
+    expect(parseCidrs('10.0.0.0/33')).toBe('"10.0.0.0/33" has a bad prefix length');
+    expect(parseCidrs('::/129')).toBe('"::/129" has a bad prefix length');
+    expect(parseCidrs('10.0.0.0/-1')).toMatch(/bad prefix length/);
+    expect(parseCidrs('10.0.0.0/8.5')).toMatch(/bad prefix length/);
+  });
+
+  it('refuses an empty or malformed prefix instead of reading it as /0 (which would mean every address)', () => {
+    expect(typeof parseCidrs('10.0.0.0/')).toBe('string');
+    expect(typeof parseCidrs('10.0.0.0/ 8')).toBe('string');
+    expect(typeof parseCidrs('10.0.0.0/0x8')).toBe('string');
+    expect(typeof parseCidrs('10.0.0.0/8/16')).toBe('string');
+  });
+});
