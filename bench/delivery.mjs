@@ -253,6 +253,8 @@ async function main() {
   console.log(`  daemon peak RSS ${peakRss.toFixed(1)} MB sampled, ${rss.peak.toFixed(1)} MB VmHWM  (target <= 120 MB)`);
   const ok = delivered === expected && others.length === 0;
   console.log(`  deliveries delivered ${fmt(delivered)} = events ${fmt(recorded)} x subscriptions ${SUBS}: ${ok ? 'yes' : `NO (expected ${fmt(expected)}; other: ${JSON.stringify(others)})`}; delivered attempts ${fmt(deliveredAttempts)}; receiver duplicates ${count.duplicates}, unsigned ${count.unsigned}; worker stats ${JSON.stringify(stats.stats)}`);
+  const mb = (x) => (x / 1048576).toFixed(1);
+  console.log(`    daemon memory high-water (MB): rss ${mb(stats.mem.rss)}, V8 heap total ${mb(stats.mem.heapTotal)} / used ${mb(stats.mem.heapUsed)}, external ${mb(stats.mem.external)}, array buffers ${mb(stats.mem.arrayBuffers)}`);
   if (!ok) process.exitCode = 1;
   clearInterval(rssTimer);
 

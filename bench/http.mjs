@@ -119,7 +119,7 @@ async function main() {
     const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
     const fmt = (n) => Math.round(n).toLocaleString('en-US');
     const line = (label, runs) =>
-      `  ${label.padEnd(34)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
+      `  ${label.padEnd(38)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
     console.log(`bench/http  loopback  connections=${CONNECTIONS} ${SECONDS}s x rounds=${ROUNDS} (medians)`);
     console.log(line('bare Hono hello', r.hello));
     console.log(`${line('GET /v1/streams/{id}/headroom', r.headroom)}   ratio ${median(r.headroomRatio).toFixed(2)}  (target >= 0.4, p99 < 10 ms)`);

@@ -18,6 +18,9 @@ const record = (node) => {
 const tick = () => new Promise((r) => setImmediate(r));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 let stopping = false;
+// High-water marks of the process's memory parts, sampled (what makes up the RSS).
+const mem = { rss: 0, heapTotal: 0, heapUsed: 0, external: 0, arrayBuffers: 0 };
+setInterval(() => { const m = process.memoryUsage(); for (const k of Object.keys(mem)) mem[k] = Math.max(mem[k], m[k]); }, 50).unref();
 
 async function burst({ node, n, batch }) {
   const t0 = now();
@@ -54,7 +57,7 @@ process.on('message', async (m) => {
       case 'burst': return process.send({ re: m.re, ...(await burst(m)) });
       case 'paced': return process.send({ re: m.re, ...(await paced(m)) });
       case 'clock': return process.send({ re: m.re, t: now() });
-      case 'stats': return process.send({ re: m.re, stats: d.worker.stats, inFlight: d.worker.inFlight, rss: process.memoryUsage().rss });
+      case 'stats': return process.send({ re: m.re, stats: d.worker.stats, inFlight: d.worker.inFlight, rss: process.memoryUsage().rss, mem });
       case 'stop':
         stopping = true;
         await d.stop();

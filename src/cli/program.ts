@@ -77,6 +77,12 @@ export function buildProgram(sink: Sink, json = false): Command {
   webhooks.command('replay <event>').description('deliver an event again (same event id)').option('--subscription <id>', 'only to this subscription')
     .action(run(async (g, ev: string, o: { subscription?: string }) => (await W()).replay(g, ev, o)));
 
+  program.command('consume').description('a ready webhook receiver on the reference consumer (verifies, applies, prints)')
+    .option('--port <port>', 'port to listen on', '8788').option('--host <host>', 'address', '127.0.0.1')
+    .option('--secret <whsec>', 'the subscription secret (comma-separated during a rotation; env NODE_SVC_WEBHOOK_SECRET)')
+    .option('--state <file>', 'keep the state in this SQLite file (default: in memory)')
+    .action(run(async (g, o: { port: string; host: string; secret?: string; state?: string }) => (await import('./commands/consume.js')).consume(g, o)));
+
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'port (0 picks a free one)').env('NODE_SVC_PORT').default('8787'))

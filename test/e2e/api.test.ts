@@ -780,12 +780,12 @@ describe('shutdown', () => {
     const inflight = A.get('/v1/streams');
     const code = await daemon.stop('SIGTERM');
     expect(code).toBe(0);
-    expect(daemon.stdout()).toMatch(/SIGTERM/);
+    expect(daemon.stdout).toMatch(/SIGTERM/);
     // the request sent before the signal either completed or was never accepted; nothing hangs
     await inflight.then((r) => expect(r.status).toBe(200), () => undefined);
     await expect(fetch(`${daemon.url}/healthz`)).rejects.toThrow();
     // no secret in the log
-    expect(daemon.stderr()).not.toContain(tokenA);
-    expect(daemon.stderr()).not.toMatch(/\n\s+at /);
+    expect(daemon.stderr).not.toContain(tokenA);
+    expect(daemon.stderr).not.toMatch(/\n\s+at /);
   });
 });

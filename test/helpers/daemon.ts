@@ -10,9 +10,9 @@ export interface RunningDaemon {
   pid: number;
   child: ChildProcess;
   /** Everything the daemon wrote to stderr so far (its JSON log lines). */
-  stderr(): string;
+  readonly stderr: string;
   /** Everything the daemon wrote to stdout so far. */
-  stdout(): string;
+  readonly stdout: string;
   /** Send `signal` (SIGTERM by default) and resolve with the exit code (null when killed by a signal). */
   stop(signal?: NodeJS.Signals): Promise<number | null>;
 }
@@ -62,8 +62,8 @@ export function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<
         url: m[1]!,
         pid: child.pid!,
         child,
-        stderr: () => err,
-        stdout: () => out,
+        get stderr() { return err; },
+        get stdout() { return out; },
         stop(signal: NodeJS.Signals = 'SIGTERM') {
           if (child.exitCode === null && child.signalCode === null) child.kill(signal);
           return exited;

@@ -57,8 +57,10 @@ export interface Receiver {
   at(path?: string): ReceivedRequest[];
   /** Requests carrying this event id. */
   forEvent(eventId: string): ReceivedRequest[];
-  /** Distinct event ids received. */
-  eventIds(): Set<string>;
+  /** Distinct event ids received (a live view). */
+  eventIds(): ReadonlySet<string>;
+  /** How many requests carried this event id. */
+  count(eventId: string): number;
   setPolicy(p: Policy): void;
   /** Resolve with the requests once `pred(requests)` holds; reject after `timeoutMs` with what arrived. */
   waitFor(pred: (reqs: ReceivedRequest[]) => boolean, timeoutMs?: number, what?: string): Promise<ReceivedRequest[]>;
@@ -77,6 +79,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
   let current = policy;
   const requests: ReceivedRequest[] = [];
   const perEvent = new Map<string, number>();
+  const ids = new Set<string>();
   const sockets = new Set<Socket>();
   const events = new EventEmitter();
   events.setMaxListeners(0);
@@ -102,6 +105,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
         const eventId = String(req.headers['x-service-event-id'] ?? '');
         const seen = perEvent.get(eventId) ?? 0;
         perEvent.set(eventId, seen + 1);
+        ids.add(eventId);
         const rec: ReceivedRequest = {
           index: requests.length, method: req.method ?? '', path: req.url ?? '', headers: req.headers,
           body: Buffer.concat(chunks), at: Date.now(), eventId, seen,
@@ -179,7 +183,8 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
     requests,
     at: (path = '/hook') => requests.filter((r) => r.path === path),
     forEvent: (id) => requests.filter((r) => r.eventId === id),
-    eventIds: () => new Set(requests.map((r) => r.eventId)),
+    eventIds: () => ids,
+    count: (id) => perEvent.get(id) ?? 0,
     setPolicy(p) {
       current = p;
     },
