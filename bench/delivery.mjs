@@ -138,6 +138,8 @@ async function main() {
   const daemon = await spawnChild(LIB('delivery-daemon.mjs'), [dataDir], CPU_PROF ? { execArgv: ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] } : {});
   const daemonPid = daemon.child.pid;
   let peakRss = 0;
+  const trace = process.env.BENCH_TRACE ? (label) => { const x = rssOf(daemonPid); console.error(`  [trace] ${label}: daemon rss ${x.now.toFixed(1)} MB, high-water ${x.peak.toFixed(1)} MB`); } : () => {};
+  trace('started');
   const rssTimer = setInterval(() => { try { peakRss = Math.max(peakRss, rssOf(daemonPid).now); } catch { /* exited */ } }, 50);
   rssTimer.unref();
 
@@ -215,10 +217,12 @@ async function main() {
   // ---- warm-up (JIT, connections, page cache), then alternating rounds ----
   await raw(1);
   await sustained(Math.min(N, 2000));
+  trace('warm-up done');
   const r = { raw: [], sus: [], rec: [], recv: [], ratio: [] };
   for (let k = 0; k < ROUNDS; k++) {
     const a = await raw(RAW_S);
     const s = await sustained(N);
+    trace(`round ${k + 1} done`);
     r.raw.push(a); r.sus.push(s.rate); r.rec.push(s.recordRate); r.recv.push(s.receiverRate); r.ratio.push(s.rate / a);
   }
   await rawAgent.close();
@@ -228,6 +232,7 @@ async function main() {
   const offD = await clockOffset(daemon);
   const offR = await clockOffset(receiver);
   const p = await daemon.call('paced', { node: NODE, rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000);
+  trace('paced done');
   recorded += p.records.length;
   await drained(p.records.length * SUBS, 60_000);
   const { times } = await receiver.call('times', { ids: p.records.map(([id]) => id) });

@@ -20,14 +20,11 @@ interface Standing {
 
 /** Why a stream is or is not payable now: revoked > exhausted > budget > expiry. */
 function standing(d: Deps, row: StreamRow): Standing {
-  const db = d.store.db;
   if (row.status === 'revoked') return { status: 'revoked', reason: row.status_reason };
-  const rev = revocations.get(db, row.node_id, row.id);
-  if (rev) return { status: 'revoked', reason: rev.reason };
+  if (row.rev_ahead) return { status: 'revoked', reason: row.rev_reason };
   if (row.status === 'exhausted') return { status: 'exhausted', reason: 'billed truth reached the cap' };
-  const b = budgets.get(db, row.node_id, row.budget);
-  if (b?.status === 'halted') return { status: 'budget_halted', reason: (JSON.parse(b.reasons) as string[]).join(',') };
-  if (b?.status === 'released') return { status: 'budget_released', reason: `budget ${row.budget} was released` };
+  if (row.budget_status === 'halted') return { status: 'budget_halted', reason: (JSON.parse(row.budget_reasons ?? '[]') as string[]).join(',') };
+  if (row.budget_status === 'released') return { status: 'budget_released', reason: `budget ${row.budget} was released` };
   if (d.now() >= row.exp * 1000) return { status: 'expired', reason: `credential expired at ${iso(row.exp * 1000)}` };
   return { status: 'open', reason: null };
 }
@@ -47,6 +44,12 @@ const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked
 export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyResult {
   const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
+  // The same credential again (every paid request of a stream): a read, no write transaction.
+  const known = streams.get(d.store.db, nodeId, out.claims.result.stream);
+  if (known && known.credential === jws) {
+    const refusal = liveRefusal(d, known);
+    return refusal ?? out.claims.result;
+  }
   return d.store.db.transaction((): VerifyResult => {
     const r = register(d, nodeId, jws as string, out.claims);
     return r ?? out.claims.result;
@@ -75,11 +78,16 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): Veri
   }
   if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode)
     return { valid: false, refusal: 'malformed', detail: `stream ${c.stream} is already registered with another issuer, payer, budget, asset or mode` };
-  const live = standing(d, row);
-  const refusal = LIVE_REFUSAL[live.status];
-  if (refusal) return { valid: false, refusal, detail: `stream ${c.stream} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` };
+  const refused = liveRefusal(d, row);
+  if (refused) return refused;
   streams.renew(db, fields);
   return undefined;
+}
+
+function liveRefusal(d: Deps, row: StreamRow): VerifyResult | undefined {
+  const live = standing(d, row);
+  const refusal = LIVE_REFUSAL[live.status];
+  return refusal ? { valid: false, refusal, detail: `stream ${row.id} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` } : undefined;
 }
 
 export function streamVerify(d: Deps, nodeId: string, id: string) {
@@ -93,7 +101,7 @@ export function streamVerify(d: Deps, nodeId: string, id: string) {
 function observedRate(d: Deps, row: StreamRow): bigint {
   const w = d.config.rateWindowSeconds;
   if (row.billed_micro === 0n) return 0n;
-  const before = vouchers.billedAsOf(d.store.db, row.node_id, row.id, d.now() - w * 1000);
+  const before = row.billed_before !== undefined ? (row.billed_before ?? 0n) : vouchers.billedAsOf(d.store.db, row.node_id, row.id, d.now() - w * 1000);
   return (row.billed_micro - before) / BigInt(w);
 }
 
@@ -126,7 +134,11 @@ function headroomOf(d: Deps, row: StreamRow) {
   };
 }
 
-export const headroom = (d: Deps, nodeId: string, id: string) => headroomOf(d, requireStream(d, nodeId, id));
+export function headroom(d: Deps, nodeId: string, id: string) {
+  const row = streams.getForHeadroom(d.store.db, nodeId, id, d.now() - d.config.rateWindowSeconds * 1000);
+  if (!row) throw notFound('stream');
+  return headroomOf(d, row);
+}
 
 export function finalityOf(d: Deps, row: StreamRow) {
   return {

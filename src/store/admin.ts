@@ -1,40 +1,40 @@
 // Nodes, tokens and issuer keys: the only SQL for the operator's admin tables.
-import type { Db } from './db.js';
+import { stmt, type Db } from './db.js';
 
 export interface NodeRow { id: string; created_at: number }
 export interface TokenRow { id: string; node_id: string; status: 'active' | 'grace' | 'revoked'; created_at: number; expires_at: number | null; revoked_at: number | null }
 export interface KeyRow { kid: string; issuer: string; alg: string; jwk: string; source: string; added_at: number; fetched_at: number }
 
 export const nodes = {
-  insert: (db: Db, id: string, now: number) => db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run(id, now),
-  get: (db: Db, id: string) => db.prepare('SELECT id, created_at FROM nodes WHERE id = ?').get(id) as NodeRow | undefined,
-  list: (db: Db) => db.prepare('SELECT id, created_at FROM nodes ORDER BY id').all() as NodeRow[],
-  remove: (db: Db, id: string) => db.prepare('DELETE FROM nodes WHERE id = ?').run(id).changes,
+  insert: (db: Db, id: string, now: number) => stmt(db, 'INSERT INTO nodes(id, created_at) VALUES (?, ?)').run(id, now),
+  get: (db: Db, id: string) => stmt(db, 'SELECT id, created_at FROM nodes WHERE id = ?').get(id) as NodeRow | undefined,
+  list: (db: Db) => stmt(db, 'SELECT id, created_at FROM nodes ORDER BY id').all() as NodeRow[],
+  remove: (db: Db, id: string) => stmt(db, 'DELETE FROM nodes WHERE id = ?').run(id).changes,
 };
 
 export const tokens = {
   insert: (db: Db, t: { id: string; nodeId: string; hash: string; now: number }) =>
-    db.prepare("INSERT INTO tokens(id, node_id, hash, status, created_at) VALUES (?, ?, ?, 'active', ?)").run(t.id, t.nodeId, t.hash, t.now),
-  active: (db: Db, nodeId: string) => db.prepare("SELECT * FROM tokens WHERE node_id = ? AND status = 'active'").get(nodeId) as TokenRow | undefined,
-  forNode: (db: Db, nodeId: string) => db.prepare('SELECT * FROM tokens WHERE node_id = ? ORDER BY created_at, id').all(nodeId) as TokenRow[],
+    stmt(db, "INSERT INTO tokens(id, node_id, hash, status, created_at) VALUES (?, ?, ?, 'active', ?)").run(t.id, t.nodeId, t.hash, t.now),
+  active: (db: Db, nodeId: string) => stmt(db, "SELECT * FROM tokens WHERE node_id = ? AND status = 'active'").get(nodeId) as TokenRow | undefined,
+  forNode: (db: Db, nodeId: string) => stmt(db, 'SELECT * FROM tokens WHERE node_id = ? ORDER BY created_at, id').all(nodeId) as TokenRow[],
   /** Move the active token to grace until `expiresAt`, or revoke it when there is no grace. */
   retireActive: (db: Db, nodeId: string, now: number, expiresAt: number | null) =>
     expiresAt === null
-      ? db.prepare("UPDATE tokens SET status = 'revoked', revoked_at = ? WHERE node_id = ? AND status = 'active'").run(now, nodeId).changes
-      : db.prepare("UPDATE tokens SET status = 'grace', expires_at = ? WHERE node_id = ? AND status = 'active'").run(expiresAt, nodeId).changes,
+      ? stmt(db, "UPDATE tokens SET status = 'revoked', revoked_at = ? WHERE node_id = ? AND status = 'active'").run(now, nodeId).changes
+      : stmt(db, "UPDATE tokens SET status = 'grace', expires_at = ? WHERE node_id = ? AND status = 'active'").run(expiresAt, nodeId).changes,
   revokeAll: (db: Db, nodeId: string, now: number) =>
-    db.prepare("UPDATE tokens SET status = 'revoked', revoked_at = ? WHERE node_id = ? AND status != 'revoked'").run(now, nodeId).changes,
+    stmt(db, "UPDATE tokens SET status = 'revoked', revoked_at = ? WHERE node_id = ? AND status != 'revoked'").run(now, nodeId).changes,
   /** The node a live token belongs to: active, or in grace and not yet expired. */
   nodeFor: (db: Db, hash: string, now: number) =>
-    (db.prepare("SELECT node_id FROM tokens WHERE hash = ? AND (status = 'active' OR (status = 'grace' AND expires_at > ?))").get(hash, now) as { node_id: string } | undefined)?.node_id,
+    (stmt(db, "SELECT node_id FROM tokens WHERE hash = ? AND (status = 'active' OR (status = 'grace' AND expires_at > ?))").get(hash, now) as { node_id: string } | undefined)?.node_id,
 };
 
 export const issuerKeys = {
   insert: (db: Db, k: KeyRow) =>
-    db.prepare('INSERT INTO issuer_keys(kid, issuer, alg, jwk, source, added_at, fetched_at) VALUES (@kid, @issuer, @alg, @jwk, @source, @added_at, @fetched_at)').run(k),
-  get: (db: Db, kid: string) => db.prepare('SELECT * FROM issuer_keys WHERE kid = ?').get(kid) as KeyRow | undefined,
-  list: (db: Db) => db.prepare('SELECT * FROM issuer_keys ORDER BY issuer, kid').all() as KeyRow[],
-  remove: (db: Db, kid: string) => db.prepare('DELETE FROM issuer_keys WHERE kid = ?').run(kid).changes,
-  bumpGeneration: (db: Db) => db.prepare("UPDATE meta SET value = value + 1 WHERE key = 'keys_generation'").run(),
-  generation: (db: Db) => (db.prepare("SELECT value FROM meta WHERE key = 'keys_generation'").get() as { value: number }).value,
+    stmt(db, 'INSERT INTO issuer_keys(kid, issuer, alg, jwk, source, added_at, fetched_at) VALUES (@kid, @issuer, @alg, @jwk, @source, @added_at, @fetched_at)').run(k),
+  get: (db: Db, kid: string) => stmt(db, 'SELECT * FROM issuer_keys WHERE kid = ?').get(kid) as KeyRow | undefined,
+  list: (db: Db) => stmt(db, 'SELECT * FROM issuer_keys ORDER BY issuer, kid').all() as KeyRow[],
+  remove: (db: Db, kid: string) => stmt(db, 'DELETE FROM issuer_keys WHERE kid = ?').run(kid).changes,
+  bumpGeneration: (db: Db) => stmt(db, "UPDATE meta SET value = value + 1 WHERE key = 'keys_generation'").run(),
+  generation: (db: Db) => (stmt(db, "SELECT value FROM meta WHERE key = 'keys_generation'").get() as { value: number }).value,
 };

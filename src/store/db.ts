@@ -67,6 +67,22 @@ export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): S
   return { db, dataDir, path, close: () => db.close() };
 }
 
+// Statements prepared once per connection: preparing is a measurable share of a hot request (bench/http).
+const statements = new WeakMap<Db, Map<string, BetterSqlite3.Statement>>();
+/** The prepared statement for `sql` on `db`; `safe` reads INTEGER columns as BigInt (money). */
+export function stmt(db: Db, sql: string, safe = false): BetterSqlite3.Statement {
+  let m = statements.get(db);
+  if (!m) statements.set(db, (m = new Map()));
+  const key = safe ? `safe:${sql}` : sql;
+  let s = m.get(key);
+  if (!s) {
+    s = db.prepare(sql);
+    if (safe) s.safeIntegers(true);
+    m.set(key, s);
+  }
+  return s;
+}
+
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Apply pending migrations in one transaction; PRAGMA user_version records where we are. */

@@ -2,7 +2,7 @@
 import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import type { Db } from './db.js';
+import { stmt, type Db } from './db.js';
 import { deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event so the delivery worker wakes at once (it claims after the commit). */
@@ -29,8 +29,7 @@ export function recordEvent(db: Db, nodeId: string, type: EventKind, externalRef
   const base = { id, type, occurredAt: iso(now), externalRef, data };
   const body = envelopeBody(base, '1.1.0');
   const bodyV100 = kindInVersion(type, '1.0.0') ? envelopeBody(base, '1.0.0') : null;
-  const info = db
-    .prepare('INSERT INTO events(id, node_id, type, external_ref, occurred_at, body, body_v100) VALUES (?, ?, ?, ?, ?, ?, ?)')
+  const info = stmt(db, 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body, body_v100) VALUES (?, ?, ?, ?, ?, ?, ?)')
     .run(id, nodeId, type, externalRef, now, body, bodyV100);
   const e = { seq: Number(info.lastInsertRowid), id, type, externalRef, occurredAt: now };
   for (const sub of subscriptions.activeForNode(db, nodeId)) if (matches(sub, type)) deliveries.insert(db, e.seq, sub.id, now);
@@ -41,12 +40,12 @@ export function recordEvent(db: Db, nodeId: string, type: EventKind, externalRef
 export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; body_v100: string | null }
 
 export const events = {
-  get: (db: Db, nodeId: string, id: string) => db.prepare('SELECT * FROM events WHERE node_id = ? AND id = ?').get(nodeId, id) as EventRow | undefined,
+  get: (db: Db, nodeId: string, id: string) => stmt(db, 'SELECT * FROM events WHERE node_id = ? AND id = ?').get(nodeId, id) as EventRow | undefined,
   /** The node's events after `afterSeq`, oldest first. */
   page: (db: Db, nodeId: string, afterSeq: number, limit: number, type?: string) =>
     (type
-      ? db.prepare('SELECT * FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, type, limit)
-      : db.prepare('SELECT * FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, limit)) as EventRow[],
+      ? stmt(db, 'SELECT * FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, type, limit)
+      : stmt(db, 'SELECT * FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, limit)) as EventRow[],
   forRef: (db: Db, nodeId: string, externalRef: string) =>
-    db.prepare('SELECT * FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq').all(nodeId, externalRef) as EventRow[],
+    stmt(db, 'SELECT * FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq').all(nodeId, externalRef) as EventRow[],
 };

@@ -1,7 +1,6 @@
 // Streams, vouchers, revocations, budgets, payer subscription periods, control facts: the only SQL for them.
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
-import type { Statement } from 'better-sqlite3';
-import type { Db } from './db.js';
+import { stmt, type Db } from './db.js';
 
 export interface StreamRow {
   node_id: string;
@@ -35,7 +34,19 @@ export interface StreamRow {
   frontier_final_at: number | null;
   created_at: number;
   updated_at: number;
+  /** Joined in the same read: a revocation (maybe ahead of the stream), the budget's status. */
+  rev_ahead: bigint;
+  rev_reason: string | null;
+  budget_status: 'active' | 'halted' | 'released' | null;
+  budget_reasons: string | null;
+  /** Only from `getForHeadroom`: billed amount as of the start of the rate window. */
+  billed_before?: bigint | null;
 }
+
+// One read for a stream and everything its standing depends on (the headroom path is hot).
+const LIVE = `SELECT s.*, r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons
+  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
+  LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget`;
 
 const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
 
@@ -46,20 +57,6 @@ function toStream(raw: Record<string, unknown> | undefined): StreamRow | undefin
   return raw as unknown as StreamRow;
 }
 
-// Prepared once per connection: the headroom read is the hot path of the API.
-const cache = new WeakMap<Db, Map<string, Statement>>();
-function stmt(db: Db, sql: string, safe = false): Statement {
-  let m = cache.get(db);
-  if (!m) cache.set(db, (m = new Map()));
-  let s = m.get(sql);
-  if (!s) {
-    s = db.prepare(sql);
-    if (safe) s.safeIntegers(true);
-    m.set(sql, s);
-  }
-  return s;
-}
-
 export interface NewStream {
   node_id: string; id: string; budget: string; issuer: string; payer: string; credential_id: string; credential: string;
   iat: number; exp: number; cap_micro: bigint; asset: string; unit_price_micro: bigint; rate_micro_per_s: bigint | null;
@@ -67,7 +64,11 @@ export interface NewStream {
 }
 
 export const streams = {
-  get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND id = ?', true).get(nodeId, id) as Record<string, unknown> | undefined),
+  get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id = ?`, true).get(nodeId, id) as Record<string, unknown> | undefined),
+  /** Like get, plus the billed amount as of `windowStart` (for the observed rate), in the same read. */
+  getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) =>
+    toStream(stmt(db, `SELECT l.*, (SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = l.node_id AND v.stream = l.id AND v.received_at <= ?) AS billed_before
+      FROM (${LIVE} WHERE s.node_id = ? AND s.id = ?) l`, true).get(windowStart, nodeId, id) as Record<string, unknown> | undefined),
   insert: (db: Db, s: NewStream) =>
     stmt(db, `INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
       rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at)
@@ -85,9 +86,9 @@ export const streams = {
   setStatus: (db: Db, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
     stmt(db, 'UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?').run(status, reason, now, nodeId, id).changes,
   page: (db: Db, nodeId: string, afterId: string, limit: number) =>
-    (stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND id > ? ORDER BY id LIMIT ?', true).all(nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
+    (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`, true).all(nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
   inBudget: (db: Db, nodeId: string, budget: string) =>
-    (stmt(db, 'SELECT * FROM streams WHERE node_id = ? AND budget = ? ORDER BY id', true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
+    (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
 };
 
 export const vouchers = {

@@ -62,7 +62,7 @@ export interface Receiver {
   /** How many requests carried this event id. */
   count(eventId: string): number;
   setPolicy(p: Policy): void;
-  /** Resolve with the requests once `pred(requests)` holds; reject after `timeoutMs` with what arrived. */
+  /** Resolve with the requests once `pred(requests)` holds (checked on each arrival and each answer); reject after `timeoutMs`. */
   waitFor(pred: (reqs: ReceivedRequest[]) => boolean, timeoutMs?: number, what?: string): Promise<ReceivedRequest[]>;
   /** Resolve once `n` requests (in all) have been received. */
   waitForCount(n: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
@@ -95,6 +95,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
     rec.answered = a.status;
     res.writeHead(a.status, { 'content-type': 'text/plain', ...a.headers });
     res.end(a.body ?? '');
+    events.emit('change');
   };
 
   const make = () => {
@@ -112,7 +113,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
         };
         requests.push(rec);
         inProgress++;
-        events.emit('request', rec);
+        events.emit('change');
         void (async () => {
           try {
             const a = await current(rec);
@@ -168,9 +169,9 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
       }, timeoutMs);
       const cleanup = () => {
         clearTimeout(timer);
-        events.off('request', check);
+        events.off('change', check);
       };
-      events.on('request', check);
+      events.on('change', check);
     });
 
   return {

@@ -21,20 +21,28 @@ export function jsonBody(opts: { maxBytes?: number } = {}): MiddlewareHandler {
       if (!type && (declared === undefined || declared === '0')) return next();
       throw new NodeSvcError('unsupported_media_type', `content-type must be application/json, got ${type ? JSON.stringify(type) : 'none'}`, { status: 415 });
     }
-    const reader = c.req.raw.body?.getReader();
-    const chunks: Uint8Array[] = [];
-    let size = 0;
-    if (reader) {
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        size += value.byteLength;
-        if (size > max) { await reader.cancel(); throw tooLarge(max); }
-        chunks.push(value);
+    let bytes: Buffer;
+    if (declared !== undefined) {
+      bytes = Buffer.from(await c.req.raw.arrayBuffer()); // length already checked
+      if (bytes.length > max) throw tooLarge(max);
+    } else {
+      // Chunked: count while reading, stop at the limit.
+      const reader = c.req.raw.body?.getReader();
+      const chunks: Uint8Array[] = [];
+      let size = 0;
+      if (reader) {
+        for (;;) {
+          const { done, value } = await reader.read();
+          if (done) break;
+          size += value.byteLength;
+          if (size > max) { await reader.cancel(); throw tooLarge(max); }
+          chunks.push(value);
+        }
       }
+      bytes = Buffer.concat(chunks);
     }
     // Hand the bytes we read to hono's validator, which parses them (malformed JSON: 400 in onError).
-    (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(Buffer.concat(chunks).toString('utf8'));
+    (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(bytes.toString('utf8'));
     return next();
   };
 }
