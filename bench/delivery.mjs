@@ -32,6 +32,7 @@ const RATE = Number(process.env.BENCH_RATE ?? 200);
 const PACED_S = Number(process.env.BENCH_PACED_S ?? 10);
 const SUBS = Number(process.env.BENCH_SUBS ?? 1);
 const CPU_PROF = process.env.BENCH_CPU_PROF; // a directory: the daemon process writes a .cpuprofile there
+const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // e.g. V8 flags for the daemon
 const NODE = 'bench-node';
 const LIB = (f) => fileURLToPath(new URL(`./lib/${f}`, import.meta.url));
 const BIN = fileURLToPath(new URL('../bin/node-svc', import.meta.url));
@@ -135,7 +136,7 @@ async function main() {
   // ---- receiver and daemon, each its own process ----
   const receiver = await spawnChild(LIB('delivery-receiver.mjs'), []);
   const hookUrl = `http://127.0.0.1:${receiver.info.port}/hook`;
-  const daemon = await spawnChild(LIB('delivery-daemon.mjs'), [dataDir], CPU_PROF ? { execArgv: ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] } : {});
+  const daemon = await spawnChild(LIB('delivery-daemon.mjs'), [dataDir], { execArgv: [...DAEMON_ARGV, ...(CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir', CPU_PROF] : [])] });
   const daemonPid = daemon.child.pid;
   let peakRss = 0;
   const trace = process.env.BENCH_TRACE ? (label) => { const x = rssOf(daemonPid); console.error(`  [trace] ${label}: daemon rss ${x.now.toFixed(1)} MB, high-water ${x.peak.toFixed(1)} MB`); } : () => {};

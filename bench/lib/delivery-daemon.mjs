@@ -3,8 +3,10 @@
 // the way the service layer does, with recordEvent inside a write transaction, on the parent's command:
 //   burst: N events in transactions of B, back to back (yielding to the event loop between transactions);
 //   paced: one event per transaction at a steady rate, each with the time just before its transaction began.
-import { startDaemon } from '../../dist/daemon.js';
-import { recordEvent } from '../../dist/store/events.js';
+// BENCH_DIST (a directory holding a built dist/) runs a candidate build instead of this checkout's dist/.
+const dist = process.env.BENCH_DIST ? new URL(`file://${process.env.BENCH_DIST.replace(/\/?$/, '/')}`) : new URL('../../dist/', import.meta.url);
+const { startDaemon } = await import(new URL('daemon.js', dist).href);
+const { recordEvent } = await import(new URL('store/events.js', dist).href);
 
 const now = () => performance.timeOrigin + performance.now();
 const dataDir = process.argv[2];

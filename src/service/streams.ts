@@ -8,7 +8,7 @@ import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
-import { budgets, revocations, streams, vouchers, type StreamRow } from '../store/streams.js';
+import { budgets, revocations, streams, vouchers, type HeadroomRow, type StreamRow } from '../store/streams.js';
 import type { Deps } from './deps.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released';
@@ -19,7 +19,7 @@ interface Standing {
 }
 
 /** Why a stream is or is not payable now: revoked > exhausted > budget > expiry. */
-function standing(d: Deps, row: StreamRow): Standing {
+function standing(d: Deps, row: HeadroomRow): Standing {
   if (row.status === 'revoked') return { status: 'revoked', reason: row.status_reason };
   if (row.rev_ahead) return { status: 'revoked', reason: row.rev_reason };
   if (row.status === 'exhausted') return { status: 'exhausted', reason: 'billed truth reached the cap' };
@@ -84,7 +84,7 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): Veri
   return undefined;
 }
 
-function liveRefusal(d: Deps, row: StreamRow): VerifyResult | undefined {
+function liveRefusal(d: Deps, row: HeadroomRow): VerifyResult | undefined {
   const live = standing(d, row);
   const refusal = LIVE_REFUSAL[live.status];
   return refusal ? { valid: false, refusal, detail: `stream ${row.id} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` } : undefined;
@@ -98,14 +98,14 @@ export function streamVerify(d: Deps, nodeId: string, id: string) {
   return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason };
 }
 
-function observedRate(d: Deps, row: StreamRow): bigint {
+function observedRate(d: Deps, row: HeadroomRow): bigint {
   const w = d.config.rateWindowSeconds;
   if (row.billed_micro === 0n) return 0n;
   const before = row.billed_before !== undefined ? (row.billed_before ?? 0n) : vouchers.billedAsOf(d.store.db, row.node_id, row.id, d.now() - w * 1000);
   return (row.billed_micro - before) / BigInt(w);
 }
 
-function headroomOf(d: Deps, row: StreamRow) {
+function headroomOf(d: Deps, row: HeadroomRow) {
   const s = standing(d, row);
   const remaining = row.cap_micro - row.billed_micro;
   const observed = observedRate(d, row);

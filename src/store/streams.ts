@@ -48,6 +48,16 @@ const LIVE = `SELECT s.*, r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_rea
   FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
   LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget`;
 
+export type HeadroomRow = Pick<StreamRow,
+  'node_id' | 'id' | 'budget' | 'asset' | 'cap_micro' | 'billed_micro' | 'unit_price_micro' | 'rate_micro_per_s' | 'status' | 'status_reason' | 'exp' |
+  'rev_ahead' | 'rev_reason' | 'budget_status' | 'budget_reasons' | 'billed_before'>;
+const HEADROOM = `SELECT s.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp,
+    r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons,
+    (SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?) AS billed_before
+  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
+  LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget
+  WHERE s.node_id = ? AND s.id = ?`;
+
 const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
 
 /** Timestamps back to numbers; money stays BigInt. */
@@ -66,9 +76,12 @@ export interface NewStream {
 export const streams = {
   get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id = ?`, true).get(nodeId, id) as Record<string, unknown> | undefined),
   /** Like get, plus the billed amount as of `windowStart` (for the observed rate), in the same read. */
-  getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) =>
-    toStream(stmt(db, `SELECT l.*, (SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = l.node_id AND v.stream = l.id AND v.received_at <= ?) AS billed_before
-      FROM (${LIVE} WHERE s.node_id = ? AND s.id = ?) l`, true).get(windowStart, nodeId, id) as Record<string, unknown> | undefined),
+  // Only the columns headroom reads (not the credential, claims or voucher texts): this read is the hot path.
+  getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) => {
+    const r = stmt(db, HEADROOM, true).get(windowStart, nodeId, id) as Record<string, unknown> | undefined;
+    if (r) r.exp = Number(r.exp);
+    return r as HeadroomRow | undefined;
+  },
   insert: (db: Db, s: NewStream) =>
     stmt(db, `INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
       rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at)

@@ -716,7 +716,6 @@ describe('crash safety: kill -9 in the middle of a 2,000-event burst', () => {
     const seen = r.eventIds();
     const backlog = ids.filter((id) => !seen.has(id)).length;
     expect(backlog, 'events not yet delivered when the daemon was killed').toBeGreaterThan(0);
-    console.log('DEBUG', { acked: acked.length, ids: ids.length, backlog, t: Date.now() });
 
     await r.waitFor(() => ids.every((id) => seen.has(id)), 120_000, `all ${ids.length} events delivered`);
     const missing = ids.filter((id) => r!.count(id) === 0);
@@ -729,7 +728,6 @@ describe('crash safety: kill -9 in the middle of a 2,000-event burst', () => {
       return x.body.health.delivered === ids.length ? x.body.health : undefined;
     }, 'all recorded as delivered', 100_000, 500);
     expect(h).toEqual({ pending: 0, retrying: 0, dead: 0, delivered: ids.length });
-    console.log('DEBUG', { requests: r.requests.length, t: Date.now() });
   });
 });
 
