@@ -13,6 +13,9 @@
 // the store shows none pending (all delivered, attempts committed). Medians over BENCH_ROUNDS, ratio per round.
 // Then BENCH_RATE events/s for BENCH_PACED_S seconds, one event per transaction: latency = receiver's receive time
 // minus the time just before the event's transaction (clocks of the two processes compared over IPC).
+// Daemon RSS: sampled from /proc every 50 ms and VmHWM. Knobs: BENCH_SUBS, BENCH_CPU_PROF=<dir> (daemon .cpuprofile),
+// BENCH_DAEMON_EXEC_ARGV (flags for the daemon's node), BENCH_DIST=<dir> (a candidate build's dist/), BENCH_TRACE=1.
+// The machine must be otherwise idle: the latency tail follows fsync and CPU contention directly.
 import { execFileSync, fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';

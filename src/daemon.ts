@@ -9,6 +9,8 @@ import { openStore } from './store/db.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
+import type { RailSetup } from './rails/config.js';
+import { Settler } from './rails/settler.js';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -19,12 +21,16 @@ export interface DaemonOptions {
   retrySchedule?: number[];
   deliveryTimeoutMs?: number;
   webhookPolicy?: TargetPolicy;
+  /** A settlement rail (escrow or card) and its policy; without one, finality stays `none`. */
+  rail?: RailSetup;
+  settleTickMs?: number;
 }
 
 export interface Daemon {
   url: string;
   deps: Deps;
   worker: DeliveryWorker;
+  settler: Settler | undefined;
   stop(): Promise<void>;
 }
 
@@ -56,17 +62,20 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
   worker.start();
-  log.info('daemon started', { url, dataDir: o.dataDir });
+  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
+  settler?.start();
+  log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
   return {
     url,
     deps,
     worker,
+    settler,
     stop() {
       // Stop accepting, let in-flight requests finish, then close the store.
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
-          worker.stop().finally(() => {
+          Promise.all([worker.stop(), settler?.stop(), o.rail?.rail.close()]).finally(() => {
             store.close();
             log.info('daemon stopped');
             resolve();

@@ -55,6 +55,10 @@ export const ValidCredential = z
     mode: z.enum(['escrow', 'card']),
     issuedAt: Time,
     expiresAt: Time,
+    escrow: z
+      .object({ chainId: z.number().int(), contract: z.string(), channel: z.string(), payerAddress: z.string() })
+      .optional()
+      .openapi({ description: 'Escrow mode (cnf.addr): the contract, chain and channel its EIP-712 vouchers are redeemable on' }),
   })
   .openapi('ValidCredential');
 export const CredentialRefusal = RefusalProblem.extend({ valid: z.literal(false), refusal: z.enum(REFUSALS) }).openapi('CredentialRefusal');

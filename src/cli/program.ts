@@ -91,6 +91,16 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--delivery-timeout <seconds>', 'webhook attempt timeout (default 15)').env('NODE_SVC_DELIVERY_TIMEOUT'))
     .addOption(new Option('--webhook-allow <cidrs>', 'only deliver to these networks (comma-separated CIDRs)').env('NODE_SVC_WEBHOOK_ALLOW'))
     .addOption(new Option('--webhook-deny <cidrs>', 'never deliver to these networks (link-local and metadata are always refused)').env('NODE_SVC_WEBHOOK_DENY'))
+    .addOption(new Option('--mode <mode>', 'settle on a rail: escrow or card (default: no settlement)').env('NODE_SVC_MODE'))
+    .addOption(new Option('--rail <env>', 'sandbox (local dev chain / test keys) or production').env('NODE_SVC_RAIL'))
+    .addOption(new Option('--rpc-url <url>', 'escrow: the chain RPC').env('NODE_SVC_RPC_URL'))
+    .addOption(new Option('--chain-id <n>', 'escrow: the chain id the RPC must serve').env('NODE_SVC_CHAIN_ID'))
+    .addOption(new Option('--contract <address>', 'escrow: the escrow contract').env('NODE_SVC_CONTRACT'))
+    .addOption(new Option('--wallet-key-file <file>', 'escrow: file holding the payee wallet private key (hex)').env('NODE_SVC_WALLET_KEY_FILE'))
+    .addOption(new Option('--confirmations <n>', 'escrow: blocks deep for final (default 2 in sandbox; 0 uses the finalized block)').env('NODE_SVC_CONFIRMATIONS'))
+    .addOption(new Option('--settle-threshold <micro>', 'settle when this much is unsettled (default 1000000)').env('NODE_SVC_SETTLE_THRESHOLD'))
+    .addOption(new Option('--settle-interval <duration>', 'settle when the oldest unsettled voucher is this old (default 60s)').env('NODE_SVC_SETTLE_INTERVAL'))
+    .addOption(new Option('--card-key-file <file>', 'card: processor secret key file').env('NODE_SVC_CARD_KEY_FILE'))
     .action(run(async (g, o: import('./commands/daemon.js').DaemonFlags) => (await import('./commands/daemon.js')).daemon(g, o)));
 
   program.command('version').description('print the version').action(run(async () => ({ data: { version: VERSION }, human: VERSION })));

@@ -27,6 +27,8 @@ export interface ValidCredential {
   mode: 'escrow' | 'card';
   issuedAt: string;
   expiresAt: string;
+  /** Escrow-mode credentials (cnf.addr): where their EIP-712 vouchers are redeemable. */
+  escrow?: { chainId: number; contract: string; channel: string; payerAddress: string };
 }
 
 export interface RefusedCredential {

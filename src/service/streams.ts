@@ -8,6 +8,7 @@ import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
+import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, revocations, streams, vouchers, type HeadroomRow, type StreamRow } from '../store/streams.js';
 import type { Deps } from './deps.js';
 
@@ -241,12 +242,30 @@ export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher 
 export type VoucherChecker = (row: StreamRow, voucher: unknown) => ParsedVoucher;
 
 /** Voucher encodings by the stream's cnf (jwk: JWS; addr: EIP-712, added by the escrow rail). */
-export const voucherCheckers: { jws: VoucherChecker; eip712?: VoucherChecker } = {
+export const voucherCheckers: { jws: VoucherChecker; eip712: VoucherChecker } = {
   jws: (row, v) => {
     if (typeof v !== 'string') throw vRefuse('malformed', 'this stream takes JWS vouchers (a compact JWS string)');
     return checkJwsVoucher(row, v);
   },
+  eip712: checkEip712Voucher,
 };
+
+/** An escrow voucher `{stream, amount, units, signature}`: EIP-712 Voucher(channelId, cumulativeAmount) signed by cnf.addr. */
+export function checkEip712Voucher(row: StreamRow, v: unknown): ParsedVoucher {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw vRefuse('malformed', 'this stream takes EIP-712 vouchers: {stream, amount, units, signature}');
+  const o = v as Record<string, unknown>;
+  const amount = parsePositiveMicro(o.amount);
+  const units = parseMicro(o.units);
+  if (typeof o.stream !== 'string') throw vRefuse('malformed', 'voucher field "stream" is missing');
+  if (amount === undefined || amount > UINT128_MAX) throw vRefuse('malformed', 'voucher field "amount" must be a decimal string of a positive integer (cumulative micro units)');
+  if (units === undefined) throw vRefuse('malformed', 'voucher field "units" must be a decimal string of a non-negative integer');
+  if (typeof o.signature !== 'string') throw vRefuse('malformed', 'voucher field "signature" is missing');
+  const claims = JSON.parse(row.claims) as { chainId: number; escrow: `0x${string}`; channel: `0x${string}`; cnf: { addr: string } };
+  const signer = recoverVoucherSigner({ chainId: claims.chainId, escrow: claims.escrow, channel: claims.channel }, amount, o.signature);
+  if ('error' in signer) throw vRefuse('bad_signature', `voucher signature: ${signer.error}`);
+  if (signer.address !== claims.cnf.addr.toLowerCase()) throw vRefuse('bad_signature', "voucher is not signed by the credential's cnf.addr");
+  return { stream: o.stream, amount, units, iat: Math.floor(Date.now() / 1000) };
+}
 
 /**
  * POST /v1/streams/{id}/vouchers: a new billed truth, or `stale` (idempotent) at or below it, or a refusal.
@@ -262,9 +281,7 @@ export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unkn
     const db = d.store.db;
     const row = requireStream(d, nodeId, id);
     const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
-    const checker = JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws;
-    if (!checker) throw vRefuse('bad_signature', 'EIP-712 vouchers need the escrow rail, which is not configured');
-    const v = checker(row, voucher);
+    const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher);
     if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
     const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
     if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };

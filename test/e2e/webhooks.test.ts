@@ -670,7 +670,7 @@ describe('crash safety: kill -9 in the middle of a 2,000-event burst', () => {
     const f = await freshDaemon('node-svc-crash-', env);
     ({ t, daemon } = f);
     // Slow during the burst, so the crash leaves a backlog: deliveries never tried and some in flight.
-    r = await startReceiver(slow(250, 204));
+    r = await startReceiver(slow(500, 204));
     const A = clientOf(daemon.url, f.tokenA);
     const sub = await A.post('/v1/webhooks', { url: `${r.url}/hook`, events: ['budget.halted'] });
     expect(sub.status).toBe(201);

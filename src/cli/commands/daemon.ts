@@ -3,9 +3,10 @@ import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
 import { parseSchedule } from '../../delivery/schedule.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
+import { railFromFlags, type RailFlags } from '../../rails/config.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
-export interface DaemonFlags {
+export interface DaemonFlags extends RailFlags {
   host: string;
   port: string;
   rateLimit?: string;
@@ -33,11 +34,13 @@ export async function daemon(g: GlobalOptions, f: DaemonFlags): Promise<CommandR
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
   if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
+  const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
   const d = await startDaemon({
     dataDir: resolveDataDir(g.dataDir), host: f.host, port, rateLimit: rate,
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
+    ...(rail ? { rail } : {}),
   });
   process.stdout.write(`listening on ${d.url}\n`);
   await new Promise<void>((resolve) => {

@@ -1,0 +1,86 @@
+// Rail configuration from flags/env: every problem reported at once, naming the option. Keys never echoed.
+import { readFileSync } from 'node:fs';
+import type { Hex } from 'viem';
+import { configError } from '../domain/errors.js';
+import { parseDuration } from '../domain/duration.js';
+import { parseMicro } from '../domain/amount.js';
+import type { Rail, RailEnv } from './rail.js';
+import { DEFAULT_POLICY, type SettlementPolicy } from './settler.js';
+
+export interface RailFlags {
+  mode?: string;
+  rail?: string;
+  rpcUrl?: string;
+  chainId?: string;
+  contract?: string;
+  walletKeyFile?: string;
+  confirmations?: string;
+  settleThreshold?: string;
+  settleInterval?: string;
+  cardKeyFile?: string;
+}
+
+export interface RailSetup {
+  rail: Rail;
+  policy: SettlementPolicy;
+}
+
+export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
+  if (!f.mode) {
+    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'walletKeyFile'] as const).filter((k) => f[k] !== undefined);
+    if (stray.length) throw configError(`--${stray.map(kebab).join(', --')} given without --mode`, 'add --mode escrow (or card)');
+    return undefined;
+  }
+  const problems: string[] = [];
+  if (f.mode !== 'escrow' && f.mode !== 'card') problems.push(`--mode must be escrow or card, got "${f.mode}"`);
+  const railEnv = (f.rail ?? 'sandbox') as RailEnv;
+  if (railEnv !== 'sandbox' && railEnv !== 'production') problems.push(`--rail must be sandbox or production, got "${f.rail}"`);
+  const policy: SettlementPolicy = { ...DEFAULT_POLICY };
+  if (f.settleThreshold !== undefined) {
+    const t = parseMicro(f.settleThreshold);
+    if (t === undefined) problems.push('--settle-threshold must be a whole number of micro units');
+    else policy.thresholdMicro = t;
+  }
+  if (f.settleInterval !== undefined) {
+    const ms = parseDuration(f.settleInterval);
+    if (ms === undefined) problems.push('--settle-interval must be a duration (e.g. 30s, 5m)');
+    else policy.maxAgeMs = ms;
+  }
+  if (f.mode === 'card') {
+    problems.push('--mode card needs the card rail, which this build does not include yet');
+    throw configError(`rail configuration refused:\n  - ${problems.join('\n  - ')}`);
+  }
+  // escrow
+  if (f.cardKeyFile || env.NODE_SVC_CARD_KEY || env.NODE_SVC_CARD_KEY_FILE) problems.push('card processor keys are set, but escrow mode takes no card credentials (unset --card-key-file / NODE_SVC_CARD_KEY*)');
+  if (!f.rpcUrl) problems.push('--rpc-url is required in escrow mode');
+  else if (!/^https?:\/\//.test(f.rpcUrl)) problems.push('--rpc-url must be an http(s) URL');
+  const chainId = Number(f.chainId);
+  if (!f.chainId) problems.push('--chain-id is required in escrow mode');
+  else if (!Number.isSafeInteger(chainId) || chainId <= 0) problems.push('--chain-id must be a positive integer');
+  if (!f.contract) problems.push('--contract is required in escrow mode');
+  else if (!/^0x[0-9a-fA-F]{40}$/.test(f.contract)) problems.push('--contract must be a 0x-prefixed 20-byte address');
+  let key: Hex | undefined;
+  if (!f.walletKeyFile) problems.push('--wallet-key-file is required in escrow mode (the payee wallet that sends settle transactions)');
+  else {
+    try {
+      const raw = readFileSync(f.walletKeyFile, 'utf8').trim();
+      const hex = raw.startsWith('0x') ? raw : `0x${raw}`;
+      if (!/^0x[0-9a-fA-F]{64}$/.test(hex)) problems.push(`--wallet-key-file ${f.walletKeyFile} does not hold a 32-byte hex private key`);
+      else key = hex as Hex;
+    } catch (err) {
+      problems.push(`--wallet-key-file ${f.walletKeyFile} cannot be read (${(err as NodeJS.ErrnoException).code ?? 'error'})`);
+    }
+  }
+  let confirmations = railEnv === 'sandbox' ? 2 : 0;
+  if (f.confirmations !== undefined) {
+    confirmations = Number(f.confirmations);
+    if (!/^\d{1,3}$/.test(f.confirmations)) problems.push('--confirmations must be an integer from 0 to 999 (0: use the chain\'s finalized block)');
+  }
+  if (problems.length) throw configError(`rail configuration refused:\n  - ${problems.join('\n  - ')}`);
+  const { EscrowRail } = await import('./escrow/adapter.js');
+  const rail = new EscrowRail({ env: railEnv, rpcUrl: f.rpcUrl!, chainId, contract: f.contract as Hex, walletKey: key!, confirmations });
+  await rail.preflight();
+  return { rail, policy };
+}
+
+const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

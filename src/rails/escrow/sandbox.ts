@@ -1,0 +1,92 @@
+// The sandbox chain: ganache on 127.0.0.1 with the test token and the escrow deployed, an operator (payee)
+// wallet and a funded payer. Used by tests, benches and `node-svc dev`. Production never loads this.
+import { createRequire } from 'node:module';
+import { createPublicClient, createWalletClient, http, keccak256, toHex, type Hex, type PublicClient } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
+import { ESCROW_ABI, ESCROW_BYTECODE, TOKEN_ABI, TOKEN_BYTECODE } from './artifacts.js';
+import { voucherDomain, VOUCHER_TYPES, type EscrowTerms } from './voucher.js';
+
+export const SANDBOX_CHAIN_ID = 1337;
+
+export interface SandboxChain {
+  rpcUrl: string;
+  chainId: number;
+  escrow: Hex;
+  token: Hex;
+  operator: { address: Hex; key: Hex };
+  payer: { address: Hex; key: Hex };
+  client: PublicClient;
+  /** Mine `n` empty blocks (ganache mines only on transactions unless a block time is set). */
+  mine(n?: number): Promise<void>;
+  /** Payer opens a channel to `payee` with `deposit` micro units; returns the channel id. */
+  openChannel(opts: { id: string; payee: Hex; deposit: bigint; payerKey?: Hex }): Promise<Hex>;
+  signVoucher(terms: EscrowTerms, cumulativeAmount: bigint, payerKey?: Hex): Promise<Hex>;
+  balanceOf(address: Hex): Promise<bigint>;
+  stop(): Promise<void>;
+}
+
+export interface SandboxOptions {
+  port?: number;
+  /** Seconds between blocks (0: mine on each transaction). */
+  blockTime?: number;
+  /** Close grace of the escrow, seconds. */
+  closeGrace?: number;
+  dbPath?: string;
+}
+
+export async function startSandboxChain(o: SandboxOptions = {}): Promise<SandboxChain> {
+  const require = createRequire(import.meta.url);
+  const ganache = require('ganache') as typeof import('ganache');
+  const server = ganache.server({
+    logging: { quiet: true },
+    chain: { chainId: SANDBOX_CHAIN_ID, hardfork: 'cancun' },
+    wallet: { deterministic: true, totalAccounts: 4, defaultBalance: 1000 },
+    miner: { blockTime: o.blockTime ?? 0 },
+    ...(o.dbPath ? { database: { dbPath: o.dbPath } } : {}),
+  } as never);
+  await server.listen(o.port ?? 0, '127.0.0.1');
+  const rpcUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
+  const initial = (await server.provider.getInitialAccounts()) as Record<string, { secretKey: string }>;
+  const [op, py] = Object.entries(initial);
+  const operator = { address: op![0] as Hex, key: op![1].secretKey as Hex };
+  const payer = { address: py![0] as Hex, key: py![1].secretKey as Hex };
+  const chain = { id: SANDBOX_CHAIN_ID, name: 'sandbox', nativeCurrency: { name: 'Ether', symbol: 'ETH', decimals: 18 }, rpcUrls: { default: { http: [rpcUrl] } } };
+  const client = createPublicClient({ chain, transport: http(rpcUrl) }) as PublicClient;
+  const wallet = (key: Hex) => createWalletClient({ chain, transport: http(rpcUrl), account: privateKeyToAccount(key) });
+  const deploy = async (abi: readonly unknown[], bytecode: Hex, args: unknown[]) => {
+    const hash = await wallet(operator.key).deployContract({ abi: abi as never, bytecode, args: args as never });
+    const r = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    return r.contractAddress as Hex;
+  };
+  const token = await deploy(TOKEN_ABI, TOKEN_BYTECODE, []);
+  const escrow = await deploy(ESCROW_ABI, ESCROW_BYTECODE, [BigInt(o.closeGrace ?? 3600)]);
+  const send = async (key: Hex, address: Hex, abi: readonly unknown[], functionName: string, args: unknown[]) => {
+    const hash = await wallet(key).writeContract({ address, abi: abi as never, functionName: functionName as never, args: args as never } as never);
+    const r = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
+    if (r.status !== 'success') throw new Error(`${functionName} reverted`);
+    return r;
+  };
+  // The payer gets 1,000,000 test USD (micro units: 6 decimals).
+  await send(operator.key, token, TOKEN_ABI, 'mint', [payer.address, 1_000_000_000_000n]);
+  return {
+    rpcUrl, chainId: SANDBOX_CHAIN_ID, escrow, token, operator, payer, client,
+    async mine(n = 1) {
+      for (let i = 0; i < n; i++) await client.request({ method: 'evm_mine' as never, params: [] as never });
+    },
+    async openChannel({ id, payee, deposit, payerKey = payer.key }) {
+      const channel = keccak256(toHex(id));
+      await send(payerKey, token, TOKEN_ABI, 'approve', [escrow, deposit]);
+      await send(payerKey, escrow, ESCROW_ABI, 'open', [channel, payee, token, deposit]);
+      return channel;
+    },
+    async signVoucher(terms, cumulativeAmount, payerKey = payer.key) {
+      return privateKeyToAccount(payerKey).signTypedData({ domain: voucherDomain(terms), types: VOUCHER_TYPES, primaryType: 'Voucher', message: { channelId: terms.channel, cumulativeAmount } });
+    },
+    async balanceOf(address) {
+      return (await client.readContract({ address: token, abi: TOKEN_ABI, functionName: 'balanceOf', args: [address] })) as bigint;
+    },
+    async stop() {
+      await server.close();
+    },
+  };
+}

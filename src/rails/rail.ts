@@ -1,0 +1,32 @@
+// The rail interface: settle a stream's billed truth, then watch what was sent until it is final.
+// Sandbox and production rails differ only in keys and endpoints, never in these semantics.
+import type { SettlementRow } from '../store/settlements.js';
+import type { StreamRow } from '../store/streams.js';
+
+export type RailMode = 'escrow' | 'card';
+export type RailEnv = 'sandbox' | 'production';
+
+export type SettlementState =
+  | { state: 'submitted'; note?: string } // sent, not yet checkpointed (or reorged out: resend done)
+  | { state: 'checkpointed'; block?: bigint }
+  | { state: 'final' }
+  | { state: 'failed'; error: string }; // will be retried with a new settlement
+
+export interface Rail {
+  readonly mode: RailMode;
+  readonly env: RailEnv;
+  /** Refuse to start on any doubt: chain id, keys vs rail, token decimals. Throws a config error naming the problem. */
+  preflight(): Promise<void>;
+  /**
+   * Settle `amount` (cumulative micro units) of the stream. `record(reference, detail)` must be called
+   * before anything irrevocable leaves the process, so a crash can resume; returns when it is sent.
+   */
+  submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void>;
+  /** Where a sent settlement is now. May resend it (same transaction) when the network lost it. */
+  status(s: SettlementRow): Promise<SettlementState>;
+  /** Extra events of a settlement at checkpoint (card: capture.created before settlement.checkpointed). */
+  onCheckpoint?(s: SettlementRow): Array<{ type: 'capture.created'; reference: string }>;
+  /** Whether the payer asked to close this stream's channel on chain (settle now). */
+  closeRequested?(stream: StreamRow): Promise<boolean>;
+  close(): Promise<void>;
+}

@@ -1,0 +1,131 @@
+// The settlement engine, the same for every rail: policy (threshold, age, closing), one settlement in flight
+// per stream, never the same amount twice, never lower; checkpointed and final recorded with their events
+// in the transaction that moves the stream's frontier.
+import { log } from '../log.js';
+import type { Store } from '../store/db.js';
+import { recordEvent } from '../store/events.js';
+import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
+import { streams } from '../store/streams.js';
+import type { Rail } from './rail.js';
+
+export interface SettlementPolicy {
+  /** Settle when the unsettled amount reaches this many micro units. */
+  thresholdMicro: bigint;
+  /** …or when the oldest unsettled voucher is this old (ms). */
+  maxAgeMs: number;
+  /** …or at once when the stream closes (exhausted, revoked, expired, budget halted/released) or its channel close is requested. */
+  onClose: boolean;
+}
+
+export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true };
+
+export class Settler {
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+  constructor(
+    private readonly store: Store,
+    private readonly rail: Rail,
+    private readonly policy: SettlementPolicy = DEFAULT_POLICY,
+    private readonly tickMs = 1000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  start(): void {
+    const loop = () => {
+      if (this.#stopped) return;
+      this.#running = this.tick().catch((err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
+        this.#running = undefined;
+        if (!this.#stopped) this.#timer = setTimeout(loop, this.tickMs);
+      });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#running;
+  }
+
+  /** One pass: advance what was sent, then start what the policy asks for. */
+  async tick(): Promise<void> {
+    for (const s of settlements.open(this.store.db, this.rail.mode)) await this.#advance(s);
+    await this.#startDue();
+  }
+
+  async #advance(s: SettlementRow): Promise<void> {
+    if (s.status === 'pending') {
+      // Crashed between recording the intent and sending: nothing left the process, so fail it; it is retried.
+      if (!s.reference) return void settlements.failed(this.store.db, s.id, 'interrupted before it was sent');
+    }
+    let st;
+    try {
+      st = await this.rail.status(s);
+    } catch (err) {
+      log.warn('settlement status unavailable', { settlement: s.id, error: (err as Error).message });
+      return;
+    }
+    const db = this.store.db;
+    const now = this.now();
+    const row = streams.get(db, s.node_id, s.stream);
+    if (!row) return;
+    const data = (reference: string) => ({ stream: row.id, budget: row.budget, asset: row.asset, amountMicro: s.amount_micro.toString(), reference });
+    db.transaction(() => {
+      const ref = s.reference!;
+      if (st.state === 'failed') {
+        settlements.failed(db, s.id, st.error);
+        log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
+      } else if (st.state === 'submitted') {
+        if (s.status === 'checkpointed') settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
+      } else if (st.state === 'checkpointed' || st.state === 'final') {
+        if (s.status === 'pending' || s.status === 'submitted') {
+          settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
+          for (const extra of this.rail.onCheckpoint?.(s) ?? []) recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
+          frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
+        }
+        if (st.state === 'final') {
+          settlements.final(db, s.id, now);
+          frontier.final(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, data(ref), now);
+        }
+      }
+    }).immediate();
+  }
+
+  async #startDue(): Promise<void> {
+    const now = this.now();
+    for (const c of unsettledStreams(this.store.db, this.rail.mode)) {
+      if (c.in_flight || c.billed_micro <= c.settled) continue;
+      const closing = c.status !== 'open' || !!c.rev_ahead || (c.budget_status !== null && c.budget_status !== 'active') || now >= Number(c.exp) * 1000;
+      const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
+      let due = c.billed_micro - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);
+      const row = streams.get(this.store.db, c.node_id, c.id);
+      if (!row) continue;
+      if (!due && this.policy.onClose && this.rail.closeRequested) due = await this.rail.closeRequested(row).catch(() => false);
+      if (!due) continue;
+      await this.#submit(row, c.billed_micro);
+    }
+  }
+
+  async #submit(row: NonNullable<ReturnType<typeof streams.get>>, amount: bigint): Promise<void> {
+    const db = this.store.db;
+    const id = db.transaction(() => {
+      // Re-check inside the write lock: never the same amount twice, never lower than what is on its way.
+      if (settlements.inFlight(db, row.node_id, row.id) || settlements.frontier(db, row.node_id, row.id) >= amount) return undefined;
+      return settlements.insert(db, { nodeId: row.node_id, stream: row.id, rail: this.rail.mode, amount, now: this.now() });
+    }).immediate();
+    if (!id) return;
+    try {
+      await this.rail.submit(row, amount, (reference, detail) => settlements.submitted(db, id, reference, detail, this.now()));
+      log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
+    } catch (err) {
+      const message = (err as Error).message?.slice(0, 500) ?? 'error';
+      const row2 = settlements.forStream(db, row.node_id, row.id).find((s) => s.id === id);
+      // Sent but the answer was lost: keep it 'submitted' and let status() find out; otherwise it failed.
+      if (row2?.status === 'pending') settlements.failed(db, id, message);
+      log.warn('settlement submit failed', { settlement: id, error: message });
+    }
+  }
+}

@@ -1,0 +1,79 @@
+// Settlements and the stream frontier they move: the only SQL for them.
+import { newId } from '../domain/ids.js';
+import { stmt, type Db } from './db.js';
+
+export interface SettlementRow {
+  id: string;
+  node_id: string;
+  stream: string;
+  rail: 'escrow' | 'card';
+  amount_micro: bigint;
+  status: 'pending' | 'submitted' | 'checkpointed' | 'final' | 'failed';
+  reference: string | null;
+  detail: string | null;
+  block_number: bigint | null;
+  error: string | null;
+  created_at: bigint;
+  submitted_at: bigint | null;
+  checkpointed_at: bigint | null;
+  final_at: bigint | null;
+}
+
+export const settlements = {
+  open: (db: Db, rail: string) =>
+    stmt(db, "SELECT * FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed') AND rail = ? ORDER BY created_at", true).all(rail) as SettlementRow[],
+  /** The highest amount already settled or on its way for a stream (failed ones do not count). */
+  frontier: (db: Db, nodeId: string, stream: string): bigint =>
+    ((stmt(db, "SELECT MAX(amount_micro) AS a FROM settlements WHERE node_id = ? AND stream = ? AND status != 'failed'", true).get(nodeId, stream) as { a: bigint | null }).a ?? 0n),
+  inFlight: (db: Db, nodeId: string, stream: string) =>
+    !!stmt(db, "SELECT 1 FROM settlements WHERE node_id = ? AND stream = ? AND status IN ('pending', 'submitted')").get(nodeId, stream),
+  insert: (db: Db, s: { nodeId: string; stream: string; rail: string; amount: bigint; now: number }) => {
+    const id = newId('stl');
+    stmt(db, "INSERT INTO settlements(id, node_id, stream, rail, amount_micro, status, created_at) VALUES (?, ?, ?, ?, ?, 'pending', ?)").run(id, s.nodeId, s.stream, s.rail, s.amount, s.now);
+    return id;
+  },
+  submitted: (db: Db, id: string, reference: string, detail: string | null, now: number) =>
+    stmt(db, "UPDATE settlements SET status = 'submitted', reference = ?, detail = ?, submitted_at = ?, error = NULL WHERE id = ?").run(reference, detail, now, id),
+  checkpointed: (db: Db, id: string, block: bigint | null, now: number) =>
+    stmt(db, "UPDATE settlements SET status = 'checkpointed', block_number = ?, checkpointed_at = COALESCE(checkpointed_at, ?) WHERE id = ?").run(block, now, id),
+  final: (db: Db, id: string, now: number) => stmt(db, "UPDATE settlements SET status = 'final', final_at = ? WHERE id = ?").run(now, id),
+  backToSubmitted: (db: Db, id: string, error: string) => stmt(db, "UPDATE settlements SET status = 'submitted', block_number = NULL, error = ? WHERE id = ?").run(error, id),
+  failed: (db: Db, id: string, error: string) => stmt(db, "UPDATE settlements SET status = 'failed', error = ? WHERE id = ?").run(error, id),
+  forStream: (db: Db, nodeId: string, stream: string) =>
+    stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at', true).all(nodeId, stream) as SettlementRow[],
+};
+
+/** Streams of a mode with billed truth above what is settled or on its way: candidates for the policy. */
+export function unsettledStreams(db: Db, mode: string) {
+  return stmt(db, `
+    SELECT s.node_id, s.id, s.billed_micro, s.status, s.exp, s.updated_at, s.budget,
+      COALESCE((SELECT MAX(amount_micro) FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status != 'failed'), 0) AS settled,
+      (SELECT MIN(v.received_at) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id
+         AND v.amount_micro > COALESCE((SELECT MAX(amount_micro) FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status != 'failed'), 0)) AS oldest_unsettled_at,
+      EXISTS (SELECT 1 FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status IN ('pending', 'submitted')) AS in_flight,
+      EXISTS (SELECT 1 FROM revocations r WHERE r.node_id = s.node_id AND r.stream = s.id) AS rev_ahead,
+      (SELECT b.status FROM budgets b WHERE b.node_id = s.node_id AND b.id = s.budget) AS budget_status
+    FROM streams s WHERE s.mode = ? AND s.billed_micro > 0`, true).all(mode) as Array<{
+    node_id: string; id: string; billed_micro: bigint; status: string; exp: bigint; updated_at: bigint; budget: string; settled: bigint;
+    oldest_unsettled_at: bigint | null; in_flight: bigint; rev_ahead: bigint; budget_status: string | null;
+  }>;
+}
+
+/** Move the stream's frontier: checkpointed (pending information) or final (the credit-safe amount). Monotone. */
+export const frontier = {
+  checkpointed: (db: Db, nodeId: string, stream: string, amount: bigint, reference: string, now: number) =>
+    stmt(db, `UPDATE streams SET checkpointed_micro = MAX(checkpointed_micro, ?1),
+      frontier_micro = CASE WHEN ?1 > frontier_micro THEN ?1 ELSE frontier_micro END,
+      frontier_finality = CASE WHEN ?1 > frontier_micro THEN 'checkpointed' ELSE frontier_finality END,
+      frontier_reference = CASE WHEN ?1 > frontier_micro THEN ?2 ELSE frontier_reference END,
+      frontier_checkpointed_at = CASE WHEN ?1 > frontier_micro THEN ?3 ELSE frontier_checkpointed_at END,
+      frontier_final_at = CASE WHEN ?1 > frontier_micro THEN NULL ELSE frontier_final_at END,
+      updated_at = ?3 WHERE node_id = ?4 AND id = ?5`).run(amount, reference, now, nodeId, stream),
+  final: (db: Db, nodeId: string, stream: string, amount: bigint, reference: string, now: number) =>
+    stmt(db, `UPDATE streams SET final_micro = MAX(final_micro, ?1), checkpointed_micro = MAX(checkpointed_micro, ?1),
+      frontier_finality = CASE WHEN ?1 >= frontier_micro THEN 'final' ELSE frontier_finality END,
+      frontier_final_at = CASE WHEN ?1 >= frontier_micro THEN ?3 ELSE frontier_final_at END,
+      frontier_reference = CASE WHEN ?1 >= frontier_micro THEN ?2 ELSE frontier_reference END,
+      frontier_micro = MAX(frontier_micro, ?1),
+      updated_at = ?3 WHERE node_id = ?4 AND id = ?5`).run(amount, reference, now, nodeId, stream),
+};
