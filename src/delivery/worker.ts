@@ -29,6 +29,9 @@ interface Result extends AttemptRecord {
 }
 
 const MAX_IDLE_WAIT_MS = 60_000;
+/** Attempt results are written in groups: at this many, or FLUSH_DELAY_MS after the first, whichever is sooner. */
+const FLUSH_BATCH = 64;
+const FLUSH_DELAY_MS = 2;
 
 export class DeliveryWorker {
   readonly #o: Required<Omit<WorkerOptions, 'policy'>> & { policy: TargetPolicy };
@@ -41,6 +44,9 @@ export class DeliveryWorker {
   #stopping = false;
   #idle: Array<() => void> = [];
   #unsubscribe: (() => void) | undefined;
+  #flushTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  readonly #urls = new Map<string, URL>();
   readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0 };
 
   constructor(opts: WorkerOptions) {
@@ -81,35 +87,62 @@ export class DeliveryWorker {
 
   #pump(): void {
     this.#scheduled = false;
+    if (this.#closed) return;
     if (this.#timer) { clearTimeout(this.#timer); this.#timer = undefined; }
     const db = this.#o.store.db;
     const now = this.#o.now();
     const room = this.#stopping ? 0 : this.#o.concurrency - this.#inFlight;
+    const flush = this.#results.length >= FLUSH_BATCH || (this.#stopping && this.#results.length > 0);
     let claimed: ClaimedDelivery[] = [];
     try {
-      claimed = db.transaction(() => {
-        this.#flush();
-        return room > 0 ? claimDue(db, now, this.#o.timeoutMs + 60_000, room, this.#o.perSubscription, this.#perSub) : [];
-      }).immediate();
+      if (flush) {
+        // Attempt records are durable (synchronous=FULL): one fsync for the whole group, claims ride along.
+        claimed = db.transaction(() => {
+          this.#flush();
+          return room > 0 ? claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub) : [];
+        }).immediate();
+      } else if (room > 0) {
+        // A lease lost in a crash only means a resend, which at-least-once allows: no fsync on the send path.
+        claimed = withSynchronous(db, 'NORMAL', () =>
+          db.transaction(() => claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub)).immediate(),
+        );
+      }
     } catch (err) {
       log.error('delivery pump failed; retrying in 1 s', { error: (err as Error).message });
       this.#timer = setTimeout(() => this.wake(), 1000);
       return;
     }
+    if (this.#results.length && !this.#flushTimer) this.#flushTimer = setTimeout(() => this.#flushNow(), FLUSH_DELAY_MS);
     for (const d of claimed) this.#send(d);
     if (this.#stopping) {
-      if (this.#inFlight === 0) for (const f of this.#idle.splice(0)) f();
+      if (this.#inFlight === 0 && this.#results.length === 0) for (const f of this.#idle.splice(0)) f();
+      else if (this.#inFlight === 0) this.#pumpSoon();
       return;
     }
     if (claimed.length && claimed.length === room) return; // more may be due: the completions pump again
-    if (this.#inFlight === 0 || claimed.length < room) {
-      const next = deliveries.nextDue(db);
-      if (next !== null) {
-        const wait = Math.min(MAX_IDLE_WAIT_MS, Math.max(0, next - this.#o.now()));
-        if (wait === 0 && claimed.length === 0 && this.#inFlight === 0) this.#timer = setTimeout(() => this.wake(), 10);
-        else this.#timer = setTimeout(() => this.wake(), wait);
-      }
+    const next = deliveries.nextDue(db);
+    if (next !== null) {
+      const wait = Math.min(MAX_IDLE_WAIT_MS, Math.max(0, next - this.#o.now()));
+      // Rows due now but not claimable (their subscription is at its cap) wait for a completion to pump.
+      this.#timer = setTimeout(() => this.wake(), wait === 0 ? 10 : wait);
     }
+  }
+
+  #leaseMs(): number {
+    return this.#o.timeoutMs * 2 + 60_000;
+  }
+
+  #flushNow(): void {
+    this.#flushTimer = undefined;
+    if (this.#closed || !this.#results.length) return;
+    try {
+      this.#o.store.db.transaction(() => this.#flush()).immediate();
+    } catch (err) {
+      log.error('could not record delivery attempts; retrying', { error: (err as Error).message });
+      this.#flushTimer = setTimeout(() => this.#flushNow(), 100);
+      return;
+    }
+    this.#pumpSoon(); // retries just got their next time: re-arm the timer for the earliest due row
   }
 
   /** Write buffered attempt results; call inside a transaction. */
@@ -163,7 +196,7 @@ export class DeliveryWorker {
         this.#results.push(r);
         this.#inFlight--;
         if (--this.#perSub[d.subscription_id]! === 0) delete this.#perSub[d.subscription_id];
-        this.#pumpSoon(); // a completion always pumps, even when stopping: it flushes and claims in one go
+        this.#pumpSoon(); // a completion always pumps, even when stopping: it claims, and flushes a full group
       });
   }
 
@@ -174,7 +207,11 @@ export class DeliveryWorker {
   }
 
   async #attempt(d: ClaimedDelivery): Promise<{ status: number | null; error: string | null; retryAfter: number | undefined }> {
-    const url = new URL(d.url);
+    let url = this.#urls.get(d.url);
+    if (!url) {
+      if (this.#urls.size > 10_000) this.#urls.clear();
+      this.#urls.set(d.url, (url = new URL(d.url)));
+    }
     const host = url.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) {
       const ok = this.#o.policy.allowed(host);
@@ -197,8 +234,7 @@ export class DeliveryWorker {
       method: 'POST',
       headers,
       body: d.body,
-      dispatcher: this.#agent,
-      signal: AbortSignal.timeout(this.#o.timeoutMs),
+      dispatcher: this.#agent, // the agent's connect, headers and body timeouts bound every attempt
     });
     await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
     const ra = res.headers['retry-after'];
@@ -211,11 +247,14 @@ export class DeliveryWorker {
     this.#unsubscribe?.();
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
+    if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
     try {
       this.#o.store.db.transaction(() => this.#flush()).immediate();
     } catch (err) {
       log.error('could not record the last delivery attempts; they will be resent', { error: (err as Error).message });
     }
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
     await this.#agent.close().catch(() => undefined);
   }
 }
@@ -226,4 +265,14 @@ function errorText(err: unknown): string {
   const code = e?.code ?? e?.cause?.code;
   const msg = (e?.cause?.message ?? e?.message ?? 'error').slice(0, 300);
   return code ? `${code}: ${msg}` : msg;
+}
+
+/** Run `fn` with PRAGMA synchronous set to `level`, then put FULL back (nothing else runs in between). */
+function withSynchronous<T>(db: Store['db'], level: 'NORMAL', fn: () => T): T {
+  db.pragma(`synchronous = ${level}`);
+  try {
+    return fn();
+  } finally {
+    db.pragma('synchronous = FULL');
+  }
 }

@@ -1,8 +1,7 @@
 // Webhook subscriptions, deliveries and attempts: the only SQL for them.
-import type { Statement } from 'better-sqlite3';
 import { kindInVersion, type EventKind } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
-import type { Db } from './db.js';
+import { stmt, type Db } from './db.js';
 
 export interface SubscriptionRow {
   id: string;
@@ -20,15 +19,6 @@ export interface SubscriptionRow {
   updated_at: number;
   last_success_at: number | null;
   failing_since: number | null;
-}
-
-const cache = new WeakMap<Db, Map<string, Statement>>();
-function stmt(db: Db, sql: string): Statement {
-  let m = cache.get(db);
-  if (!m) cache.set(db, (m = new Map()));
-  let s = m.get(sql);
-  if (!s) m.set(sql, (s = db.prepare(sql)));
-  return s;
 }
 
 export const subscriptions = {
@@ -88,27 +78,40 @@ export interface ClaimedDelivery {
 }
 
 /**
- * Claim due deliveries with a lease (UPDATE … RETURNING), at most `perSub - inFlight[sub]` per subscription
- * and `limit` in all, oldest first. The lease is next_attempt_at = now + leaseMs.
+ * Claim due deliveries with a lease (UPDATE … RETURNING the claimed ids), at most `perSub - inFlight[sub]` per
+ * subscription and `limit` in all, oldest first. Walks the partial due index in order, so the cost does not grow
+ * with the backlog; the per-subscription caps are applied here. The lease is next_attempt_at = now + leaseMs.
  */
 export function claimDue(db: Db, now: number, leaseMs: number, limit: number, perSub: number, inFlight: Record<string, number>): ClaimedDelivery[] {
-  const ids = stmt(db, `
-    SELECT id FROM (
-      SELECT d.id, d.next_attempt_at, d.subscription_id,
-             ROW_NUMBER() OVER (PARTITION BY d.subscription_id ORDER BY d.next_attempt_at, d.id) AS rn
-      FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-      WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND s.status = 'active'
-    ) WHERE rn <= ? - COALESCE((SELECT value FROM json_each(?) WHERE key = subscription_id), 0)
-    ORDER BY next_attempt_at LIMIT ?`).pluck().all(now, perSub, JSON.stringify(inFlight), limit) as string[];
+  const ids: string[] = [];
+  const taken: Record<string, number> = {};
+  let offset = 0;
+  const page = Math.max(64, limit * 2);
+  // Page on only while saturated subscriptions crowd out the others (bounded: a few pages at most).
+  for (let round = 0; round < 4 && ids.length < limit; round++) {
+    const rows = stmt(db, `SELECT d.id, d.subscription_id FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+      WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND s.status = 'active' ORDER BY d.next_attempt_at LIMIT ? OFFSET ?`)
+      .all(now, page, offset) as Array<{ id: string; subscription_id: string }>;
+    for (const r of rows) {
+      const used = (inFlight[r.subscription_id] ?? 0) + (taken[r.subscription_id] ?? 0);
+      if (used >= perSub) continue;
+      taken[r.subscription_id] = (taken[r.subscription_id] ?? 0) + 1;
+      ids.push(r.id);
+      if (ids.length >= limit) break;
+    }
+    if (rows.length < page) break;
+    offset += page;
+  }
   if (!ids.length) return [];
+  const list = JSON.stringify(ids);
   stmt(db, `UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1
-    WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'`).run(now + leaseMs, JSON.stringify(ids));
+    WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'`).run(now + leaseMs, list);
   return stmt(db, `
     SELECT d.id, d.subscription_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
            CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
            s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
-    WHERE d.id IN (SELECT value FROM json_each(?))`).all(JSON.stringify(ids)) as ClaimedDelivery[];
+    WHERE d.id IN (SELECT value FROM json_each(?))`).all(list) as ClaimedDelivery[];
 }
 
 export interface AttemptRecord {

@@ -229,7 +229,8 @@ describe('loadKeySet', () => {
       } finally {
         set.close();
       }
-      // After close() no more fetches happen.
+      // After close() no more fetches happen (one already in flight may still land first).
+      await sleep(200);
       const after = hits;
       await sleep(400);
       expect(hits).toBe(after);

@@ -96,8 +96,20 @@ describe('Verifier: valid credentials', () => {
     expect(out.claims.claims.stream).toBe('stream-1');
   });
 
-  it('accepts a cnf.addr credential (EIP-712 vouchers)', () => {
-    expect(refusal(mint({ claims: { cnf: { addr: `0x${'ab'.repeat(20)}` } } }))).toBe('valid');
+  it('accepts a cnf.addr credential (EIP-712 vouchers) naming its chain, escrow contract and channel', () => {
+    const escrow = { chainId: 1337, escrow: `0x${'cd'.repeat(20)}`, channel: `0x${'ef'.repeat(32)}` };
+    const jws = mint({ claims: { cnf: { addr: `0x${'AB'.repeat(20)}` }, ...escrow } });
+    expect(refusal(jws)).toBe('valid');
+    const r = check(jws);
+    expect(r.valid && r.escrow).toEqual({ chainId: 1337, contract: escrow.escrow, channel: escrow.channel, payerAddress: `0x${'ab'.repeat(20)}` });
+  });
+
+  it('refuses a cnf.addr credential without chainId, escrow or channel (missing_claim) or with a bad one (malformed)', () => {
+    const full = { cnf: { addr: `0x${'ab'.repeat(20)}` }, chainId: 1337, escrow: `0x${'cd'.repeat(20)}`, channel: `0x${'ef'.repeat(32)}` };
+    for (const name of ['chainId', 'escrow', 'channel'] as const) expect(refusal(mint({ claims: { ...full, [name]: undefined } }))).toBe('missing_claim');
+    expect(refusal(mint({ claims: { ...full, chainId: '1337' } }))).toBe('malformed');
+    expect(refusal(mint({ claims: { ...full, escrow: '0x1234' } }))).toBe('malformed');
+    expect(refusal(mint({ claims: { ...full, channel: `0x${'ef'.repeat(31)}` } }))).toBe('malformed');
   });
 
   it('accepts a credential signed by jose itself (interop, not only our own signer)', async () => {
