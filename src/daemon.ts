@@ -1,6 +1,9 @@
 // Composition root: open store → migrate → keyring → API (+ delivery worker and rails as they land).
 import { serve, type ServerType } from '@hono/node-server';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { configError } from './domain/errors.js';
 import { createApp } from './api/app.js';
 import { log } from './log.js';
 import { DEFAULT_SERVICE_CONFIG, type Deps, type ServiceConfig } from './service/deps.js';
@@ -34,8 +37,38 @@ export interface Daemon {
   stop(): Promise<void>;
 }
 
+/** One daemon per data dir: a pid lock file, taken over only when its process is gone. */
+function lockDataDir(dataDir: string): () => void {
+  const path = join(dataDir, 'daemon.pid');
+  for (let i = 0; i < 2; i++) {
+    try {
+      writeFileSync(path, String(process.pid), { flag: 'wx', mode: 0o600 });
+      return () => rmSync(path, { force: true });
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+      const pid = Number(readFileSync(path, 'utf8').trim());
+      let alive = false;
+      try {
+        alive = Number.isInteger(pid) && pid > 0 && pid !== process.pid && (process.kill(pid, 0), true);
+      } catch {
+        alive = false;
+      }
+      if (alive) throw configError(`another node-svc daemon (pid ${pid}) is running on ${dataDir}`, 'stop it first, or use another --data-dir');
+      rmSync(path, { force: true }); // stale: its process is gone
+    }
+  }
+  throw configError(`cannot lock ${dataDir}`);
+}
+
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const store = openStore(o.dataDir);
+  let unlock: () => void;
+  try {
+    unlock = lockDataDir(o.dataDir);
+  } catch (err) {
+    store.close();
+    throw err;
+  }
   const config = { ...DEFAULT_SERVICE_CONFIG, ...o.service };
   const webhookPolicy = o.webhookPolicy ?? targetPolicy();
   const worker = new DeliveryWorker({
@@ -77,6 +110,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
         server.close(() => {
           Promise.all([worker.stop(), settler?.stop(), o.rail?.rail.close()]).finally(() => {
             store.close();
+            unlock();
             log.info('daemon stopped');
             resolve();
           });

@@ -2,11 +2,12 @@
 // global and per-subscription concurrency, records every attempt durably (batched: one transaction per tick),
 // and reschedules per the retry schedule. At-least-once: a crash between send and record resends after the lease.
 import { isIP } from 'node:net';
-import { Agent, request } from 'undici';
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { log } from '../log.js';
 import type { Store } from '../store/db.js';
 import { onEventRecorded } from '../store/events.js';
-import { claimDue, deliveries, recordAttempt, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
+import { claimDue, deliveries, recordAttempt, releaseStaleLeases, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
 import { DEFAULT_RETRY_SCHEDULE_S, DISABLE_AFTER_FAILING_MS, parseRetryAfter, retryDelayMs } from './schedule.js';
 import { serviceSignature, standardSignature } from './sign.js';
 import { targetPolicy, type TargetPolicy } from './target.js';
@@ -35,7 +36,9 @@ const FLUSH_DELAY_MS = 2;
 
 export class DeliveryWorker {
   readonly #o: Required<Omit<WorkerOptions, 'policy'>> & { policy: TargetPolicy };
-  readonly #agent: Agent;
+  // node:http (native llhttp), not undici: its wasm parser alone costs ~20 MB of daemon RSS (bench/delivery).
+  readonly #http: HttpAgent;
+  readonly #https: HttpsAgent;
   readonly #perSub: Record<string, number> = {};
   #inFlight = 0;
   #results: Result[] = [];
@@ -60,16 +63,14 @@ export class DeliveryWorker {
       ...opts,
       policy: opts.policy ?? targetPolicy(),
     };
-    this.#agent = new Agent({
-      connect: { lookup: this.#o.policy.lookup, timeout: this.#o.timeoutMs },
-      connections: this.#o.perSubscription,
-      keepAliveTimeout: 30_000,
-      headersTimeout: this.#o.timeoutMs,
-      bodyTimeout: this.#o.timeoutMs,
-    });
+    const agentOpts = { keepAlive: true, maxSockets: this.#o.perSubscription, maxFreeSockets: this.#o.perSubscription, scheduling: 'lifo' as const, lookup: this.#o.policy.lookup };
+    this.#http = new HttpAgent(agentOpts);
+    this.#https = new HttpsAgent(agentOpts);
   }
 
   start(): void {
+    const released = releaseStaleLeases(this.#o.store.db, this.#o.now());
+    if (released) log.info('resending deliveries interrupted by the previous run', { count: released });
     this.#unsubscribe = onEventRecorded(() => this.wake());
     this.wake(); // deliveries left by a previous run (expired leases included) are due now
   }
@@ -97,10 +98,7 @@ export class DeliveryWorker {
     try {
       if (flush) {
         // Attempt records are durable (synchronous=FULL): one fsync for the whole group, claims ride along.
-        claimed = db.transaction(() => {
-          this.#flush();
-          return room > 0 ? claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub) : [];
-        }).immediate();
+        claimed = this.#recordResults(() => (room > 0 ? claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub) : []));
       } else if (room > 0) {
         // A lease lost in a crash only means a resend, which at-least-once allows: no fsync on the send path.
         claimed = withSynchronous(db, 'NORMAL', () =>
@@ -109,7 +107,7 @@ export class DeliveryWorker {
       }
     } catch (err) {
       log.error('delivery pump failed; retrying in 1 s', { error: (err as Error).message });
-      this.#timer = setTimeout(() => this.wake(), 1000);
+      this.#timer = setTimeout(() => this.#pumpSoon(), 1000); // also while stopping: the drain must finish
       return;
     }
     if (this.#results.length && !this.#flushTimer) this.#flushTimer = setTimeout(() => this.#flushNow(), FLUSH_DELAY_MS);
@@ -136,7 +134,7 @@ export class DeliveryWorker {
     this.#flushTimer = undefined;
     if (this.#closed || !this.#results.length) return;
     try {
-      this.#o.store.db.transaction(() => this.#flush()).immediate();
+      this.#recordResults(() => undefined);
     } catch (err) {
       log.error('could not record delivery attempts; retrying', { error: (err as Error).message });
       this.#flushTimer = setTimeout(() => this.#flushNow(), 100);
@@ -145,11 +143,24 @@ export class DeliveryWorker {
     this.#pumpSoon(); // retries just got their next time: re-arm the timer for the earliest due row
   }
 
-  /** Write buffered attempt results; call inside a transaction. */
-  #flush(): void {
-    if (!this.#results.length) return;
+  /** One write transaction: the buffered attempt results, then `fn`. On failure the results stay buffered. */
+  #recordResults<T>(fn: () => T): T {
+    const batch = this.#results;
+    this.#results = [];
+    try {
+      return this.#o.store.db.transaction(() => {
+        this.#write(batch);
+        return fn();
+      }).immediate();
+    } catch (err) {
+      this.#results = batch.concat(this.#results);
+      throw err;
+    }
+  }
+
+  #write(batch: Result[]): void {
     const db = this.#o.store.db;
-    for (const r of this.#results.splice(0)) {
+    for (const r of batch) {
       recordAttempt(db, r);
       if (r.outcome === 'delivered') subscriptions.succeeded(db, r.subscriptionId, r.at);
       else subscriptions.failed(db, r.subscriptionId, r.at);
@@ -230,15 +241,27 @@ export class DeliveryWorker {
       'webhook-signature': [standardSignature(d.secret, d.event_id, ts, d.body), ...(overlap ? [standardSignature(overlap, d.event_id, ts, d.body)] : [])].join(' '),
     };
     if (overlap) headers['x-service-signature-previous'] = serviceSignature(overlap, d.body);
-    const res = await request(url, {
-      method: 'POST',
-      headers,
-      body: d.body,
-      dispatcher: this.#agent, // the agent's connect, headers and body timeouts bound every attempt
-    });
-    await res.body.dump({ limit: 64 * 1024 }).catch(() => undefined);
+    const res = await this.#post(url, headers, d.body);
     const ra = res.headers['retry-after'];
-    return { status: res.statusCode, error: null, retryAfter: parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, this.#o.now()) };
+    return { status: res.statusCode ?? null, error: null, retryAfter: parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, this.#o.now()) };
+  }
+
+  /** One POST: the whole attempt (connect, send, status and body) bounded by the timeout; redirects never followed. */
+  #post(url: URL, headers: Record<string, string>, body: string): Promise<IncomingMessage> {
+    const https = url.protocol === 'https:';
+    return new Promise((resolve, reject) => {
+      const req = (https ? httpsRequest : httpRequest)(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: https ? this.#https : this.#http });
+      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${this.#o.timeoutMs / 1000} s`), { name: 'TimeoutError' })), this.#o.timeoutMs);
+      req.once('error', (err) => { clearTimeout(timer); reject(err); });
+      req.once('response', (res) => {
+        let read = 0;
+        res.on('data', (c: Buffer) => { read += c.length; if (read > 64 * 1024) res.destroy(); }); // drain, bounded
+        res.once('end', () => { clearTimeout(timer); resolve(res); });
+        res.once('close', () => { clearTimeout(timer); resolve(res); });
+        res.once('error', () => { clearTimeout(timer); resolve(res); });
+      });
+      req.end(body);
+    });
   }
 
   /** Stop claiming, let in-flight deliveries finish (each bounded by the timeout), record them, close sockets. */
@@ -249,13 +272,14 @@ export class DeliveryWorker {
     if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
     if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
     try {
-      this.#o.store.db.transaction(() => this.#flush()).immediate();
+      this.#recordResults(() => undefined);
     } catch (err) {
       log.error('could not record the last delivery attempts; they will be resent', { error: (err as Error).message });
     }
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
-    await this.#agent.close().catch(() => undefined);
+    this.#http.destroy();
+    this.#https.destroy();
   }
 }
 

@@ -114,6 +114,15 @@ export function claimDue(db: Db, now: number, leaseMs: number, limit: number, pe
     WHERE d.id IN (SELECT value FROM json_each(?))`).all(list) as ClaimedDelivery[];
 }
 
+/**
+ * At start, with the data dir locked to this process: deliveries claimed by a previous run that never recorded
+ * their attempt (it crashed mid-send) are due now, instead of when their lease would have run out.
+ */
+export function releaseStaleLeases(db: Db, now: number): number {
+  return stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ?
+    AND attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`).run(now, now).changes;
+}
+
 export interface AttemptRecord {
   deliveryId: string;
   subscriptionId: string;
