@@ -62,18 +62,18 @@ export function unsettledStreams(db: Db, mode: string) {
 /** Move the stream's frontier: checkpointed (pending information) or final (the credit-safe amount). Monotone. */
 export const frontier = {
   checkpointed: (db: Db, nodeId: string, stream: string, amount: bigint, reference: string, now: number) =>
-    stmt(db, `UPDATE streams SET checkpointed_micro = MAX(checkpointed_micro, ?1),
-      frontier_micro = CASE WHEN ?1 > frontier_micro THEN ?1 ELSE frontier_micro END,
-      frontier_finality = CASE WHEN ?1 > frontier_micro THEN 'checkpointed' ELSE frontier_finality END,
-      frontier_reference = CASE WHEN ?1 > frontier_micro THEN ?2 ELSE frontier_reference END,
-      frontier_checkpointed_at = CASE WHEN ?1 > frontier_micro THEN ?3 ELSE frontier_checkpointed_at END,
-      frontier_final_at = CASE WHEN ?1 > frontier_micro THEN NULL ELSE frontier_final_at END,
-      updated_at = ?3 WHERE node_id = ?4 AND id = ?5`).run(amount, reference, now, nodeId, stream),
+    stmt(db, `UPDATE streams SET checkpointed_micro = MAX(checkpointed_micro, @amount),
+      frontier_micro = CASE WHEN @amount > frontier_micro THEN @amount ELSE frontier_micro END,
+      frontier_finality = CASE WHEN @amount > frontier_micro THEN 'checkpointed' ELSE frontier_finality END,
+      frontier_reference = CASE WHEN @amount > frontier_micro THEN @reference ELSE frontier_reference END,
+      frontier_checkpointed_at = CASE WHEN @amount > frontier_micro THEN @now ELSE frontier_checkpointed_at END,
+      frontier_final_at = CASE WHEN @amount > frontier_micro THEN NULL ELSE frontier_final_at END,
+      updated_at = @now WHERE node_id = @node AND id = @stream`).run({ amount, reference, now, node: nodeId, stream }),
   final: (db: Db, nodeId: string, stream: string, amount: bigint, reference: string, now: number) =>
-    stmt(db, `UPDATE streams SET final_micro = MAX(final_micro, ?1), checkpointed_micro = MAX(checkpointed_micro, ?1),
-      frontier_finality = CASE WHEN ?1 >= frontier_micro THEN 'final' ELSE frontier_finality END,
-      frontier_final_at = CASE WHEN ?1 >= frontier_micro THEN ?3 ELSE frontier_final_at END,
-      frontier_reference = CASE WHEN ?1 >= frontier_micro THEN ?2 ELSE frontier_reference END,
-      frontier_micro = MAX(frontier_micro, ?1),
-      updated_at = ?3 WHERE node_id = ?4 AND id = ?5`).run(amount, reference, now, nodeId, stream),
+    stmt(db, `UPDATE streams SET final_micro = MAX(final_micro, @amount), checkpointed_micro = MAX(checkpointed_micro, @amount),
+      frontier_finality = CASE WHEN @amount >= frontier_micro THEN 'final' ELSE frontier_finality END,
+      frontier_final_at = CASE WHEN @amount >= frontier_micro THEN @now ELSE frontier_final_at END,
+      frontier_reference = CASE WHEN @amount >= frontier_micro THEN @reference ELSE frontier_reference END,
+      frontier_micro = MAX(frontier_micro, @amount),
+      updated_at = @now WHERE node_id = @node AND id = @stream`).run({ amount, reference, now, node: nodeId, stream }),
 };

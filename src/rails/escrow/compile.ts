@@ -17,7 +17,7 @@ export function compile(): Record<string, Artifact> {
   const input = {
     language: 'Solidity',
     sources: Object.fromEntries(SOURCES.map((f) => [f, { content: readFileSync(join(SOURCE_DIR, f), 'utf8') }])),
-    settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: 'cancun', outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } } },
+    settings: { optimizer: { enabled: true, runs: 200 }, evmVersion: 'shanghai', outputSelection: { '*': { '*': ['abi', 'evm.bytecode.object'] } } },
   };
   const out = JSON.parse(
     solc.compile(JSON.stringify(input), {

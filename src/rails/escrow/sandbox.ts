@@ -39,7 +39,7 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
   const ganache = require('ganache') as typeof import('ganache');
   const server = ganache.server({
     logging: { quiet: true },
-    chain: { chainId: SANDBOX_CHAIN_ID, hardfork: 'cancun' },
+    chain: { chainId: SANDBOX_CHAIN_ID, hardfork: 'shanghai' },
     wallet: { deterministic: true, totalAccounts: 4, defaultBalance: 1000 },
     miner: { blockTime: o.blockTime ?? 0 },
     ...(o.dbPath ? { database: { dbPath: o.dbPath } } : {}),
