@@ -86,7 +86,9 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     webhookPolicy,
     wakeDelivery: () => worker.wake(),
   };
-  const app = createApp(deps, { rateLimit: o.rateLimit });
+  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
+  const railRoutes = o.rail?.rail.routes?.bind(o.rail.rail);
+  const app = createApp(deps, { rateLimit: o.rateLimit, ...(railRoutes ? { extraRoutes: (a) => railRoutes(a as never) } : {}) });
   const server: ServerType = await new Promise((resolve, reject) => {
     const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
     s.once('error', reject);
@@ -95,7 +97,6 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
   worker.start();
-  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   settler?.start();
   log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;

@@ -16,6 +16,8 @@ export interface AppOptions {
   /** Requests per second per token (0: off); burst is twice that unless given. */
   rateLimit: number;
   rateBurst?: number;
+  /** Routes mounted before /v1 auth (a rail's processor webhook). Not part of the node-facing contract. */
+  extraRoutes?: (app: OpenAPIHono<AuthEnv>) => void;
 }
 
 export function createApp(d: Deps, opts: AppOptions) {
@@ -35,6 +37,8 @@ export function createApp(d: Deps, opts: AppOptions) {
     d.store.db.prepare('SELECT 1').get();
     return c.json({ status: 'ok' });
   });
+
+  opts.extraRoutes?.(app);
 
   app.use('/v1/*', bearerAuth({ nodeForToken: (t) => nodeForToken(d.store, t, d.now()) }));
   app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));

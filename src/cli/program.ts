@@ -100,7 +100,10 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--confirmations <n>', 'escrow: blocks deep for final (default 2 in sandbox; 0 uses the finalized block)').env('NODE_SVC_CONFIRMATIONS'))
     .addOption(new Option('--settle-threshold <micro>', 'settle when this much is unsettled (default 1000000)').env('NODE_SVC_SETTLE_THRESHOLD'))
     .addOption(new Option('--settle-interval <duration>', 'settle when the oldest unsettled voucher is this old (default 60s)').env('NODE_SVC_SETTLE_INTERVAL'))
-    .addOption(new Option('--card-key-file <file>', 'card: processor secret key file').env('NODE_SVC_CARD_KEY_FILE'))
+    .addOption(new Option('--card-key-file <file>', 'card: processor secret key file (sk_test_/rk_test_ in sandbox, sk_live_/rk_live_ in production; or env NODE_SVC_CARD_KEY)').env('NODE_SVC_CARD_KEY_FILE'))
+    .addOption(new Option('--card-account <acct>', "card: the node's connected account id (acct_…)").env('NODE_SVC_CARD_ACCOUNT'))
+    .addOption(new Option('--card-webhook-secret-file <file>', "card: the processor webhook endpoint's signing secret (whsec_…)").env('NODE_SVC_CARD_WEBHOOK_SECRET_FILE'))
+    .addOption(new Option('--card-api <url>', 'card, sandbox only: the processor API base URL (a local processor for tests and `dev`)').env('NODE_SVC_CARD_API'))
     .action(run(async (g, o: import('./commands/daemon.js').DaemonFlags) => (await import('./commands/daemon.js')).daemon(g, o)));
 
   program.command('version').description('print the version').action(run(async () => ({ data: { version: VERSION }, human: VERSION })));

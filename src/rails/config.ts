@@ -18,6 +18,9 @@ export interface RailFlags {
   settleThreshold?: string;
   settleInterval?: string;
   cardKeyFile?: string;
+  cardAccount?: string;
+  cardApi?: string;
+  cardWebhookSecretFile?: string;
 }
 
 export interface RailSetup {
@@ -47,8 +50,8 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
     else policy.maxAgeMs = ms;
   }
   if (f.mode === 'card') {
-    problems.push('--mode card needs the card rail, which this build does not include yet');
-    throw configError(`rail configuration refused:\n  - ${problems.join('\n  - ')}`);
+    const { cardRailFromFlags } = await import('./card/config.js');
+    return cardRailFromFlags(f, env, { env: railEnv, policy, problems });
   }
   // escrow
   if (f.cardKeyFile || env.NODE_SVC_CARD_KEY || env.NODE_SVC_CARD_KEY_FILE) problems.push('card processor keys are set, but escrow mode takes no card credentials (unset --card-key-file / NODE_SVC_CARD_KEY*)');

@@ -1,5 +1,7 @@
 // The rail interface: settle a stream's billed truth, then watch what was sent until it is final.
 // Sandbox and production rails differ only in keys and endpoints, never in these semantics.
+import type { Hono } from 'hono';
+import type { Store } from '../store/db.js';
 import type { SettlementRow } from '../store/settlements.js';
 import type { StreamRow } from '../store/streams.js';
 
@@ -28,5 +30,11 @@ export interface Rail {
   onCheckpoint?(s: SettlementRow): Array<{ type: 'capture.created'; reference: string }>;
   /** Whether the payer asked to close this stream's channel on chain (settle now). */
   closeRequested?(stream: StreamRow): Promise<boolean>;
+  /** Given the store and a way to wake the settler (e.g. on a processor webhook), before the first tick. */
+  attach?(ctx: { store: Store; wake(): void }): void;
+  /** Rail-specific work on every settler tick (card: refunds → refund.final). */
+  poll?(): Promise<void>;
+  /** Routes the rail needs outside /v1 bearer auth (the card processor's own webhooks). */
+  routes?(app: Hono<any>): void;
   close(): Promise<void>;
 }

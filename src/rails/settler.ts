@@ -29,17 +29,27 @@ export class Settler {
     private readonly policy: SettlementPolicy = DEFAULT_POLICY,
     private readonly tickMs = 1000,
     private readonly now: () => number = Date.now,
-  ) {}
+  ) {
+    rail.attach?.({ store, wake: () => this.wake() }); // before any route of the rail can be called
+  }
+
+  /** Run a tick soon instead of after the interval (a processor webhook said something changed). */
+  wake(): void {
+    if (this.#stopped || this.#running) return;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = setTimeout(() => this.#loop(), 0);
+  }
+
+  #loop = (): void => {
+    if (this.#stopped) return;
+    this.#running = this.tick().catch((err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
+      this.#running = undefined;
+      if (!this.#stopped) this.#timer = setTimeout(this.#loop, this.tickMs);
+    });
+  };
 
   start(): void {
-    const loop = () => {
-      if (this.#stopped) return;
-      this.#running = this.tick().catch((err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
-        this.#running = undefined;
-        if (!this.#stopped) this.#timer = setTimeout(loop, this.tickMs);
-      });
-    };
-    loop();
+    this.#loop();
   }
 
   async stop(): Promise<void> {
@@ -50,6 +60,7 @@ export class Settler {
 
   /** One pass: advance what was sent, then start what the policy asks for. */
   async tick(): Promise<void> {
+    await this.rail.poll?.();
     for (const s of settlements.open(this.store.db, this.rail.mode)) await this.#advance(s);
     await this.#startDue();
   }
