@@ -83,6 +83,21 @@ export function buildProgram(sink: Sink, json = false): Command {
     .option('--state <file>', 'keep the state in this SQLite file (default: in memory)')
     .action(run(async (g, o: { port: string; host: string; secret?: string; state?: string }) => (await import('./commands/consume.js')).consume(g, o)));
 
+  const D = () => import('./commands/dev.js');
+  const devCmd = program.command('dev').description('a complete local sandbox: chain, escrow rail, daemon, webhook receiver, simulated payer (what `npm start` runs)')
+    .option('--port <port>', 'daemon port (0 picks a free one)', '8787').option('--pace <seconds>', 'seconds between simulated vouchers', '2').option('--quiet', 'do not print payer and webhook lines')
+    .action(run(async (g, o: { port: string; pace: string; quiet?: boolean }) => (await D()).dev(g, o)));
+  devCmd.command('credential').description('mint a credential as the sandbox issuer (prints the JWS)')
+    .requiredOption('--stream <id>').option('--cap <micro>', 'cap in micro units', '5000000').option('--unit-price <micro>', 'micro units per network unit', '100')
+    .option('--rate <micro>', 'rate limit, micro units per second').option('--ttl <duration>', 'lifetime', '1h').option('--budget <id>')
+    .action(run(async (g, o: { stream: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }) => (await D()).credential(g, o)));
+  devCmd.command('voucher').description('sign a voucher as the sandbox payer (prints it, or --send it to the daemon)')
+    .requiredOption('--stream <id>').requiredOption('--amount <micro>', 'cumulative micro units').option('--units <n>', 'cumulative network units', '0').option('--send', 'POST it to the daemon at --url with --token')
+    .action(run(async (g, o: { stream: string; amount: string; units: string; send?: boolean }) => (await D()).voucher(g, o)));
+  devCmd.command('control <kind>').description('as the sandbox issuer: revoke (--stream), halt (--budget --reason), release (--budget) — sent to the daemon')
+    .option('--stream <id>').option('--budget <id>').option('--reason <r>').option('--amount <micro>').option('--print', 'print the signed message instead of sending it')
+    .action(run(async (g, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }) => (await D()).control(g, kind, o)));
+
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'port (0 picks a free one)').env('NODE_SVC_PORT').default('8787'))

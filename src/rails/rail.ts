@@ -17,6 +17,8 @@ export type SettlementState =
 export interface Rail {
   readonly mode: RailMode;
   readonly env: RailEnv;
+  /** Whether this rail can settle the stream at all (escrow: its credential names this chain and contract). */
+  accepts?(stream: StreamRow): boolean;
   /** Refuse to start on any doubt: chain id, keys vs rail, token decimals. Throws a config error naming the problem. */
   preflight(): Promise<void>;
   /**

@@ -113,10 +113,10 @@ export class Settler {
       const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
       let due = c.billed_micro - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);
       const row = streams.get(this.store.db, c.node_id, c.id);
-      if (!row) continue;
+      if (!row || (this.rail.accepts && !this.rail.accepts(row))) continue;
       if (!due && this.policy.onClose && this.rail.closeRequested) due = await this.rail.closeRequested(row).catch(() => false);
       if (!due) continue;
-      await this.#submit(row, c.billed_micro);
+      await this.#submit(row, row.billed_micro); // the row read last: its billed truth and voucher belong together
     }
   }
 
@@ -132,7 +132,8 @@ export class Settler {
       await this.rail.submit(row, amount, (reference, detail) => settlements.submitted(db, id, reference, detail, this.now()));
       log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
     } catch (err) {
-      const message = (err as Error).message?.slice(0, 500) ?? 'error';
+      const e = err as { shortMessage?: string; message?: string };
+      const message = (e.shortMessage ?? e.message ?? 'error').split('\n')[0]!.slice(0, 300);
       const row2 = settlements.forStream(db, row.node_id, row.id).find((s) => s.id === id);
       // Sent but the answer was lost: keep it 'submitted' and let status() find out; otherwise it failed.
       if (row2?.status === 'pending') settlements.failed(db, id, message);

@@ -32,6 +32,8 @@ export class EscrowRail implements Rail {
   readonly #client: PublicClient;
   readonly #account: PrivateKeyAccount;
   readonly #decimalsOk = new Map<string, boolean>();
+  /** The next nonce to use: dev chains with a block time do not count pool transactions in `pending`. */
+  #nextNonce: number | undefined;
 
   constructor(c: EscrowConfig) {
     this.#c = c;
@@ -63,6 +65,15 @@ export class EscrowRail implements Rail {
     if (!code || code === '0x') throw configError(`no contract at ${this.#c.contract} on chain ${chainId}`, 'check --contract');
   }
 
+  accepts(stream: StreamRow): boolean {
+    try {
+      this.#terms(stream);
+      return true;
+    } catch {
+      return false;
+    }
+  }
+
   #terms(stream: StreamRow) {
     const claims = JSON.parse(stream.claims) as { chainId?: number; escrow?: string; channel?: Hex };
     if (claims.chainId !== this.#c.chainId || claims.escrow?.toLowerCase() !== this.#c.contract.toLowerCase() || !claims.channel)
@@ -89,14 +100,21 @@ export class EscrowRail implements Rail {
     const data = encodeFunctionData({ abi: ESCROW_ABI, functionName: 'settle', args: [channel, amount, voucher.signature] });
     const request = { account: this.#account, to: this.#c.contract, data } as const;
     const gas = await this.#client.estimateGas(request); // a revert (over deposit, bad signer) fails here, before anything is sent
-    const nonce = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
+    const chainNonce = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
+    const nonce = Math.max(chainNonce, this.#nextNonce ?? 0);
     const fees = await this.#client.estimateFeesPerGas();
     const serialized = await this.#account.signTransaction({
       to: this.#c.contract, data, nonce, gas: (gas * 12n) / 10n, chainId: this.#c.chainId, type: 'eip1559',
       maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
     });
     record(keccak256(serialized), serialized); // durable before it leaves the process
-    await this.#client.sendRawTransaction({ serializedTransaction: serialized });
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: serialized });
+      this.#nextNonce = nonce + 1;
+    } catch (err) {
+      this.#nextNonce = undefined; // ask the chain again next time
+      throw err;
+    }
   }
 
   async status(s: SettlementRow): Promise<SettlementState> {
@@ -110,7 +128,8 @@ export class EscrowRail implements Rail {
         await this.#client.sendRawTransaction({ serializedTransaction: s.detail as Hex });
         return { state: 'submitted', note: 'transaction was not known to the chain; resent' };
       } catch (err) {
-        return { state: 'failed', error: `resend refused: ${((err as { shortMessage?: string }).shortMessage ?? (err as Error).message).slice(0, 200)}` };
+        this.#nextNonce = undefined;
+        return { state: 'failed', error: `resend refused: ${((err as { shortMessage?: string }).shortMessage ?? (err as Error).message).split('\n')[0]!.slice(0, 200)}` };
       }
     }
     if (receipt.status !== 'success') return { state: 'failed', error: 'settle transaction reverted' };

@@ -32,6 +32,8 @@ export interface SandboxOptions {
   /** Close grace of the escrow, seconds. */
   closeGrace?: number;
   dbPath?: string;
+  /** Contracts deployed by an earlier run on the same dbPath: reused when their code is still there. */
+  reuse?: { escrow: Hex; token: Hex };
 }
 
 export async function startSandboxChain(o: SandboxOptions = {}): Promise<SandboxChain> {
@@ -58,8 +60,10 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
     const r = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
     return r.contractAddress as Hex;
   };
-  const token = await deploy(TOKEN_ABI, TOKEN_BYTECODE, []);
-  const escrow = await deploy(ESCROW_ABI, ESCROW_BYTECODE, [BigInt(o.closeGrace ?? 3600)]);
+  const deployed = async (a?: Hex) => !!a && ((await client.getCode({ address: a })) ?? '0x') !== '0x';
+  const reused = (await deployed(o.reuse?.escrow)) && (await deployed(o.reuse?.token));
+  const token = reused ? o.reuse!.token : await deploy(TOKEN_ABI, TOKEN_BYTECODE, []);
+  const escrow = reused ? o.reuse!.escrow : await deploy(ESCROW_ABI, ESCROW_BYTECODE, [BigInt(o.closeGrace ?? 3600)]);
   const send = async (key: Hex, address: Hex, abi: readonly unknown[], functionName: string, args: unknown[]) => {
     const hash = await wallet(key).writeContract({ address, abi: abi as never, functionName: functionName as never, args: args as never } as never);
     const r = await client.waitForTransactionReceipt({ hash, pollingInterval: 50 });
@@ -67,7 +71,7 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
     return r;
   };
   // The payer gets 1,000,000 test USD (micro units: 6 decimals).
-  await send(operator.key, token, TOKEN_ABI, 'mint', [payer.address, 1_000_000_000_000n]);
+  if (!reused) await send(operator.key, token, TOKEN_ABI, 'mint', [payer.address, 1_000_000_000_000n]);
   return {
     rpcUrl, chainId: SANDBOX_CHAIN_ID, escrow, token, operator, payer, client,
     async mine(n = 1) {

@@ -29,8 +29,8 @@ export function recoverVoucherSigner(t: EscrowTerms, cumulativeAmount: bigint, s
   const bytes = Buffer.from(signature.slice(2), 'hex');
   const r = BigInt(`0x${bytes.subarray(0, 32).toString('hex')}`);
   const s = BigInt(`0x${bytes.subarray(32, 64).toString('hex')}`);
-  let v = bytes[64]!;
-  if (v < 27) v += 27;
+  const v = bytes[64]!;
+  // No 0/1 → 27/28 normalising: the contract's ECDSA.recover passes v to ecrecover as is, which refuses 0 and 1.
   if (v !== 27 && v !== 28) return { error: 'signature v must be 27 or 28' };
   if (s > HALF_N) return { error: 'high-s signature (not canonical)' };
   try {

@@ -1,0 +1,95 @@
+import { join } from 'node:path';
+import { EXIT, NodeSvcError, usageError } from '../../domain/errors.js';
+import { parseDuration } from '../../domain/duration.js';
+import { parseMicro } from '../../domain/amount.js';
+import { loadState } from '../../dev/state.js';
+import { mintControl, mintCredential, mintVoucher } from '../../dev/mint.js';
+import type { CommandResult, GlobalOptions } from '../output.js';
+import { clientFor } from './remote.js';
+
+/** The sandbox's data dir: NODE_SVC_DATA_DIR, else --data-dir, else ./data/sandbox (never the default store). */
+export const sandboxDir = (g: GlobalOptions) => process.env.NODE_SVC_DATA_DIR || g.dataDir || join('data', 'sandbox');
+
+export async function dev(g: GlobalOptions, o: { port: string; pace: string; quiet?: boolean }): Promise<CommandResult> {
+  const port = Number(o.port);
+  if (!/^\d+$/.test(o.port) || port > 65535) throw usageError(`--port must be 0-65535, got "${o.port}"`);
+  const pace = Number(o.pace);
+  if (!(pace > 0 && pace <= 3600)) throw usageError('--pace must be a number of seconds between 0 and 3600');
+  const { resolve } = await import('node:path');
+  const dataDir = resolve(sandboxDir(g));
+  const out = (line: string) => process.stdout.write(`${line}\n`);
+  out(`starting the sandbox in ${dataDir} (local chain, escrow rail, daemon, webhook receiver, simulated payer)…`);
+  const { startSandbox } = await import('../../dev/sandbox.js');
+  const sb = await startSandbox({ dataDir, port, pace, quiet: !!o.quiet, out });
+  out('');
+  out(`node-svc sandbox is running: ${sb.url}`);
+  out(`  node     dev-node`);
+  out(`  token    ${sb.token}`);
+  out(`  data     ${sb.dataDir}`);
+  out('');
+  out('try, in another shell:');
+  out(`  export NODE_SVC_URL=${sb.url} NODE_SVC_TOKEN=${sb.token}`);
+  out('  node-svc streams list');
+  out('  node-svc watch');
+  out(`  node-svc streams finality ${sb.streams[0]}`);
+  out('Ctrl-C stops everything; a second `npm start` picks up where this one left off.');
+  out('');
+  await new Promise<void>((resolveStop) => {
+    const stop = () => {
+      out('stopping the sandbox…');
+      sb.stop().then(resolveStop, resolveStop);
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
+  return { data: undefined, human: '' };
+}
+
+function state(g: GlobalOptions) {
+  const st = loadState(sandboxDir(g));
+  if (!st) throw new NodeSvcError('config', `no sandbox in ${sandboxDir(g)}`, { hint: 'run `node-svc dev` (or `npm start`) once first' });
+  return st;
+}
+
+/** `dev credential`: mint a credential as the sandbox issuer (JWS vouchers, signed by the sandbox payer). */
+export async function credential(g: GlobalOptions, o: { stream: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }): Promise<CommandResult> {
+  const cap = parseMicro(o.cap);
+  const unit = parseMicro(o.unitPrice);
+  const ttl = parseDuration(o.ttl);
+  if (!cap || !unit) throw usageError('--cap and --unit-price must be positive whole micro units');
+  if (!ttl) throw usageError(`--ttl "${o.ttl}" is not a duration`);
+  const rate = o.rate === undefined ? undefined : parseMicro(o.rate);
+  const jws = mintCredential(state(g), { stream: o.stream, capMicro: cap, unitPriceMicro: unit, ttlSeconds: Math.floor(ttl / 1000), ...(o.budget ? { budget: o.budget } : {}), ...(rate ? { rateMicroPerSecond: rate } : {}) });
+  return { data: { credential: jws }, human: jws };
+}
+
+export async function voucher(g: GlobalOptions, o: { stream: string; amount: string; units: string; send?: boolean }): Promise<CommandResult> {
+  const amount = parseMicro(o.amount);
+  const units = parseMicro(o.units);
+  if (!amount || units === undefined) throw usageError('--amount (micro units, > 0) and --units are required');
+  const v = mintVoucher(state(g), o.stream, amount, units);
+  if (!o.send) return { data: { voucher: v }, human: v };
+  const r = await clientFor(g).submitVoucher(o.stream, v);
+  return { data: r, human: `voucher for ${o.stream}: ${r.accepted ? `accepted, billed ${r.billedMicro}` : `not accepted (${r.reason})`}` };
+}
+
+export async function control(g: GlobalOptions, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }): Promise<CommandResult> {
+  const st = state(g);
+  const kinds: Record<string, () => [string, Record<string, unknown>]> = {
+    revoke: () => ['stream.revoked', { stream: need(o.stream, '--stream'), ...(o.reason ? { reason: o.reason } : {}) }],
+    halt: () => ['budget.halted', { budget: need(o.budget, '--budget'), reason: need(o.reason, '--reason (one of revoked, anomaly, sla, budget_closed, exposure, rate, payer_concurrency, cap, ceiling_dead)') }],
+    release: () => ['budget.released', { budget: need(o.budget, '--budget'), ...(o.amount ? { amount: o.amount } : {}) }],
+  };
+  const make = kinds[kind];
+  if (!make) throw usageError(`unknown control "${kind}"`, 'use revoke, halt or release');
+  const [k, claims] = make();
+  const message = mintControl(st, k, claims);
+  if (o.print) return { data: { message }, human: message };
+  const r = await clientFor(g).control(message);
+  return { data: r, human: `${k}: ${r.applied ? `applied (event ${r.eventId})` : 'already applied'}`, exitCode: EXIT.ok };
+}
+
+function need(v: string | undefined, flag: string): string {
+  if (!v) throw usageError(`${flag} is required`);
+  return v;
+}

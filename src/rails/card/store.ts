@@ -1,0 +1,36 @@
+// The card rail's SQL (kept beside the rail, since only the rail writes it): refunds announced per stream, and the
+// two settlement-row adjustments the generic engine has no hook for yet (see the comment block in adapter.ts).
+import { stmt, type Db } from '../../store/db.js';
+
+export interface CardRefundRow { node_id: string; stream: string; payment_intent: string; refunded_minor: bigint; refunded_micro: bigint; last_refund: string; updated_at: bigint }
+
+export const cardRefunds = {
+  get: (db: Db, nodeId: string, stream: string) =>
+    stmt(db, 'SELECT * FROM card_refunds WHERE node_id = ? AND stream = ?', true).get(nodeId, stream) as CardRefundRow | undefined,
+  /** Raise the announced cumulative refund; returns false when it is not above what was announced (never twice, never lower). */
+  raise: (db: Db, r: { nodeId: string; stream: string; paymentIntent: string; minor: bigint; micro: bigint; lastRefund: string; now: number }) =>
+    stmt(db, `INSERT INTO card_refunds(node_id, stream, payment_intent, refunded_minor, refunded_micro, last_refund, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+      ON CONFLICT(node_id, stream) DO UPDATE SET payment_intent = excluded.payment_intent, refunded_minor = excluded.refunded_minor,
+        refunded_micro = excluded.refunded_micro, last_refund = excluded.last_refund, updated_at = excluded.updated_at
+      WHERE excluded.refunded_micro > card_refunds.refunded_micro`)
+      .run(r.nodeId, r.stream, r.paymentIntent, r.minor, r.micro, r.lastRefund, r.now).changes > 0,
+};
+
+/** Card streams with something captured: the ones that can have refunds. */
+export const capturedCardStreams = (db: Db) =>
+  stmt(db, "SELECT node_id, id, budget, asset, claims FROM streams WHERE mode = 'card' AND checkpointed_micro > 0 ORDER BY node_id, id", true).all() as Array<{
+    node_id: string; id: string; budget: string; asset: string; claims: string;
+  }>;
+
+export const cardSettlements = {
+  /** The engine's fresh row for (stream, amount), before anything was sent. */
+  pendingId: (db: Db, nodeId: string, stream: string, amount: bigint) =>
+    (stmt(db, "SELECT id FROM settlements WHERE node_id = ? AND stream = ? AND amount_micro = ? AND status = 'pending' AND rail = 'card'", true)
+      .get(nodeId, stream, amount) as { id: string } | undefined)?.id,
+  /** Lower a fresh row's amount to what is really captured (whole minor units), before it is sent. */
+  floorAmount: (db: Db, id: string, amount: bigint) =>
+    stmt(db, "UPDATE settlements SET amount_micro = ? WHERE id = ? AND status = 'pending'").run(amount, id).changes > 0,
+  /** A capture found after its answer was lost: point the row at it. */
+  setReference: (db: Db, id: string, reference: string, detail: string) =>
+    stmt(db, "UPDATE settlements SET reference = ?, detail = ? WHERE id = ? AND status = 'submitted'").run(reference, detail, id),
+};
