@@ -1,18 +1,42 @@
-// Structured JSON log lines on stderr. Callers pass fields, never secrets: no tokens, keys, webhook secrets, bodies.
+// Structured logs with pino: JSON lines on stderr, or a readable line per entry on a TTY. Callers pass fields,
+// never secrets; as a second line of defence, fields named like secrets are redacted.
+import pino from 'pino';
+
 type Level = 'debug' | 'info' | 'warn' | 'error';
-const ORDER: Record<Level, number> = { debug: 10, info: 20, warn: 30, error: 40 };
-let min: number = ORDER[(process.env.NODE_SVC_LOG_LEVEL as Level) ?? 'info'] ?? ORDER.info;
+const LEVELS: Record<number, string> = { 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
-export const setLogLevel = (l: Level) => { min = ORDER[l]; };
-
-function write(level: Level, msg: string, fields: Record<string, unknown> = {}) {
-  if (ORDER[level] < min) return;
-  process.stderr.write(`${JSON.stringify({ time: new Date().toISOString(), level, msg, ...fields })}\n`);
+/** On a TTY: `HH:MM:SS.mmm level msg key=value …`; elsewhere the JSON line as pino writes it. */
+function destination(): pino.DestinationStream {
+  if (!process.stderr.isTTY || process.env.NODE_SVC_LOG_FORMAT === 'json') return pino.destination({ dest: 2, sync: true });
+  return {
+    write(line: string) {
+      try {
+        const { time, level, msg, ...rest } = JSON.parse(line) as Record<string, unknown>;
+        const fields = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+        process.stderr.write(`${new Date(String(time)).toISOString().slice(11, 23)} ${String(LEVELS[level as number] ?? level).padEnd(5)} ${String(msg)}${fields ? `  ${fields}` : ''}\n`);
+      } catch {
+        process.stderr.write(line);
+      }
+    },
+  };
 }
 
+const logger = pino(
+  {
+    level: (process.env.NODE_SVC_LOG_LEVEL as Level) ?? 'info',
+    base: undefined,
+    timestamp: pino.stdTimeFunctions.isoTime,
+    formatters: { level: (label) => ({ level: label }) },
+    redact: { paths: ['token', 'secret', 'authorization', 'key', 'walletKey', 'password', '*.token', '*.secret', '*.authorization'], censor: '[redacted]' },
+  },
+  destination(),
+);
+
+export const setLogLevel = (l: Level) => { logger.level = l; };
+
 export const log = {
-  debug: (msg: string, f?: Record<string, unknown>) => write('debug', msg, f),
-  info: (msg: string, f?: Record<string, unknown>) => write('info', msg, f),
-  warn: (msg: string, f?: Record<string, unknown>) => write('warn', msg, f),
-  error: (msg: string, f?: Record<string, unknown>) => write('error', msg, f),
+  debug: (msg: string, f?: Record<string, unknown>) => logger.debug(f ?? {}, msg),
+  info: (msg: string, f?: Record<string, unknown>) => logger.info(f ?? {}, msg),
+  warn: (msg: string, f?: Record<string, unknown>) => logger.warn(f ?? {}, msg),
+  error: (msg: string, f?: Record<string, unknown>) => logger.error(f ?? {}, msg),
 };

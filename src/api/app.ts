@@ -11,6 +11,8 @@ import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { openApiDocument } from './openapi.js';
+import { metrics, renderMetrics } from '../ops/metrics.js';
+import { opsGauges } from '../ops/gauges.js';
 
 export interface AppOptions {
   /** Requests per second per token (0: off); burst is twice that unless given. */
@@ -32,6 +34,13 @@ export function createApp(d: Deps, opts: AppOptions) {
   app.onError(onError);
   app.notFound((c) => problem(c, 404, 'not_found', 'no such route'));
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'One token per serviceNode (nsv_…)' });
+
+  // Requests by route pattern (never the raw path: ids would explode the label set), method and status.
+  app.use('*', async (c, next) => {
+    await next();
+    metrics.requests.inc({ route: c.req.routePath || 'unmatched', method: c.req.method, status: String(c.res.status) });
+  });
+  app.get('/metrics', (c) => c.body(renderMetrics(opsGauges(d)), 200, { 'content-type': 'text/plain; version=0.0.4' }));
 
   app.get('/healthz', (c) => {
     d.store.db.prepare('SELECT 1').get();

@@ -74,8 +74,9 @@ export function buildProgram(sink: Sink, json = false): Command {
     .action(run(async (g, id: string, o: { limit?: string; cursor?: string }) => (await W()).deliveries(g, id, o)));
   webhooks.command('rotate <id>').description('new signing secret; the old one keeps signing during the overlap').option('--overlap <duration>', 'how long the old secret also signs (default 24h)')
     .action(run(async (g, id: string, o: { overlap?: string }) => (await W()).rotate(g, id, o)));
-  webhooks.command('replay <event>').description('deliver an event again (same event id)').option('--subscription <id>', 'only to this subscription')
-    .action(run(async (g, ev: string, o: { subscription?: string }) => (await W()).replay(g, ev, o)));
+  webhooks.command('replay [event]').description('deliver an event again (same event id), or every event --since a time')
+    .option('--subscription <id>', 'only to this subscription').option('--since <time>', 'RFC 3339 time or a duration back from now (2h)').option('--type <kind>', 'with --since: only this event kind')
+    .action(run(async (g, ev: string | undefined, o: { subscription?: string; since?: string; type?: string }) => (await W()).replay(g, ev, o)));
 
   program.command('consume').description('a ready webhook receiver on the reference consumer (verifies, applies, prints)')
     .option('--port <port>', 'port to listen on', '8788').option('--host <host>', 'address', '127.0.0.1')
@@ -101,7 +102,7 @@ export function buildProgram(sink: Sink, json = false): Command {
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
     .addOption(new Option('--port <port>', 'port (0 picks a free one)').env('NODE_SVC_PORT').default('8787'))
-    .addOption(new Option('--rate-limit <n>', 'requests/s per token, burst 2x (0: off; env NODE_SVC_RATE_LIMIT)'))
+    .addOption(new Option('--rate-limit <n>', 'requests/s per token, burst 2x (default 1000; 0: off)').env('NODE_SVC_RATE_LIMIT'))
     .addOption(new Option('--retry-schedule <seconds>', 'webhook retry intervals, comma-separated (default 5,300,1800,7200,18000,36000,50400,72000,86400; ±20% jitter)').env('NODE_SVC_RETRY_SCHEDULE'))
     .addOption(new Option('--delivery-timeout <seconds>', 'webhook attempt timeout (default 15)').env('NODE_SVC_DELIVERY_TIMEOUT'))
     .addOption(new Option('--webhook-allow <cidrs>', 'only deliver to these networks (comma-separated CIDRs)').env('NODE_SVC_WEBHOOK_ALLOW'))
@@ -119,7 +120,14 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--card-account <acct>', "card: the node's connected account id (acct_…)").env('NODE_SVC_CARD_ACCOUNT'))
     .addOption(new Option('--card-webhook-secret-file <file>', "card: the processor webhook endpoint's signing secret (whsec_…)").env('NODE_SVC_CARD_WEBHOOK_SECRET_FILE'))
     .addOption(new Option('--card-api <url>', 'card, sandbox only: the processor API base URL (a local processor for tests and `dev`)').env('NODE_SVC_CARD_API'))
-    .action(run(async (g, o: import('./commands/daemon.js').DaemonFlags) => (await import('./commands/daemon.js')).daemon(g, o)));
+    .action(async (o: import('./commands/daemon.js').DaemonFlags, cmd: Command) => {
+      // Where each value came from, so <data-dir>/config.json fills only what env and flags left at default.
+      const sources = Object.fromEntries(cmd.options.map((opt) => [opt.attributeName(), cmd.getOptionValueSource(opt.attributeName())]));
+      sink(await (await import('./commands/daemon.js')).daemon(globals(cmd), o, sources));
+    });
+
+  program.command('backup <file>').description('online backup of the store (consistent while the daemon runs)').option('--force', 'overwrite the file')
+    .action(run(async (g, file: string, o: { force?: boolean }) => (await import('./commands/backup.js')).backup(g, file, o)));
 
   program.command('version').description('print the version').action(run(async () => ({ data: { version: VERSION }, human: VERSION })));
   return program;

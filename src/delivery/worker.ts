@@ -5,6 +5,7 @@ import { isIP } from 'node:net';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { log } from '../log.js';
+import { metrics } from '../ops/metrics.js';
 import type { Store } from '../store/db.js';
 import { onEventRecorded } from '../store/events.js';
 import { claimDue, deliveries, recordAttempt, releaseStaleLeases, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
@@ -204,6 +205,8 @@ export class DeliveryWorker {
           if (delay === undefined) this.stats.dead++;
           else this.stats.failed++;
         }
+        metrics.deliveries.inc({ outcome: r.outcome === 'failed' && r.nextAttemptAt === null ? 'dead' : r.outcome });
+        if (r.outcome === 'delivered') metrics.deliveryLatency.observe(Math.max(0, at + durationMs - d.created_at) / 1000);
         this.#results.push(r);
         this.#inFlight--;
         if (--this.#perSub[d.subscription_id]! === 0) delete this.#perSub[d.subscription_id];

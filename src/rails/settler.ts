@@ -2,6 +2,7 @@
 // per stream, never the same amount twice, never lower; checkpointed and final recorded with their events
 // in the transaction that moves the stream's frontier.
 import { log } from '../log.js';
+import { metrics } from '../ops/metrics.js';
 import type { Store } from '../store/db.js';
 import { recordEvent } from '../store/events.js';
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
@@ -85,6 +86,7 @@ export class Settler {
     db.transaction(() => {
       const ref = s.reference!;
       if (st.state === 'failed') {
+        metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
         settlements.failed(db, s.id, st.error);
         log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
       } else if (st.state === 'submitted') {
@@ -94,11 +96,13 @@ export class Settler {
           settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
           for (const extra of this.rail.onCheckpoint?.(s) ?? []) recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
           frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
           recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
         }
         if (st.state === 'final') {
           settlements.final(db, s.id, now);
           frontier.final(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          metrics.settlements.inc({ rail: this.rail.mode, state: 'final' });
           recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, data(ref), now);
         }
       }
@@ -130,6 +134,7 @@ export class Settler {
     if (!id) return;
     try {
       await this.rail.submit(row, amount, (reference, detail) => settlements.submitted(db, id, reference, detail, this.now()));
+      metrics.settlements.inc({ rail: this.rail.mode, state: 'submitted' });
       log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
     } catch (err) {
       const e = err as { shortMessage?: string; message?: string };

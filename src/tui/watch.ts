@@ -272,20 +272,27 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   const streams = snapshot?.streams ?? [];
   const selected = Math.max(0, streams.findIndex((s) => s.stream === selectedId));
 
-  const move = useCallback((to: number) => {
-    const row = streams[Math.min(Math.max(0, to), streams.length - 1)];
+  // Keys read the latest rows through a ref: a key can arrive after a refresh was drawn but before React re-subscribes
+  // the input handler (passive effects run later), and a stale handler would move within an older list.
+  const latest = useRef({ streams, selected });
+  latest.current = { streams, selected };
+
+  const move = useCallback((by: number) => {
+    const { streams: rows, selected: at } = latest.current;
+    const row = rows[Math.min(Math.max(0, at + by), rows.length - 1)];
     if (!row) return;
     want.current.id = row.stream;
+    latest.current = { streams: rows, selected: rows.indexOf(row) };
     setSelectedId(row.stream);
     if (want.current.open) kickRef.current();
-  }, [streams]);
+  }, []);
 
   useInput((input, key) => {
     if (input === 'q') return exit();
-    if (key.upArrow || input === 'k') return move(selected - 1);
-    if (key.downArrow || input === 'j') return move(selected + 1);
-    if (key.pageUp) return move(selected - 10);
-    if (key.pageDown) return move(selected + 10);
+    if (key.upArrow || input === 'k') return move(-1);
+    if (key.downArrow || input === 'j') return move(1);
+    if (key.pageUp) return move(-10);
+    if (key.pageDown) return move(10);
     if (key.return || (key.escape && want.current.open)) {
       const open = key.escape ? false : !want.current.open;
       want.current.open = open;

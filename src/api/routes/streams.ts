@@ -8,6 +8,7 @@ import {
   VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses,
 } from '../schemas.js';
 import { problem } from '../problem.js';
+import { metrics } from '../../ops/metrics.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -26,6 +27,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     }),
     (c) => {
       const r = verifyCredential(d, c.get('node'), c.req.valid('json').credential);
+      metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
       if (r.valid) return c.json(r, 200);
       return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
     },

@@ -1,6 +1,8 @@
 import { usageError } from '../../domain/errors.js';
 import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
+import { readConfigFile } from '../config-file.js';
+import { setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { railFromFlags, type RailFlags } from '../../rails/config.js';
@@ -23,9 +25,14 @@ function int(name: string, v: string, min: number, max: number): number {
 }
 
 /** Runs until SIGTERM/SIGINT: stop accepting, finish in-flight work, close the store, exit 0. */
-export async function daemon(g: GlobalOptions, f: DaemonFlags): Promise<CommandResult> {
+export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Record<string, string | undefined> = {}): Promise<CommandResult> {
+  const dataDir = resolveDataDir(g.dataDir);
+  const file = readConfigFile(dataDir);
+  const f = { ...flags } as DaemonFlags & Record<string, string | undefined>;
+  for (const [k, v] of Object.entries(file)) if (sources[k] === undefined || sources[k] === 'default') f[k] = v;
+  if (file.logLevel && !process.env.NODE_SVC_LOG_LEVEL) setLogLevel(file.logLevel as never);
   const port = int('--port', f.port, 0, 65535);
-  const rate = int('--rate-limit', f.rateLimit ?? process.env.NODE_SVC_RATE_LIMIT ?? '1000', 0, 10_000_000);
+  const rate = int('--rate-limit', f.rateLimit ?? '1000', 0, 10_000_000);
   const schedule = f.retrySchedule === undefined ? undefined : parseSchedule(f.retrySchedule);
   if (schedule === null || (f.retrySchedule !== undefined && !schedule))
     throw usageError(`--retry-schedule "${f.retrySchedule}" is not a list of seconds`, 'e.g. 5,300,1800,7200 (each an integer; one retry per entry)');
@@ -36,7 +43,7 @@ export async function daemon(g: GlobalOptions, f: DaemonFlags): Promise<CommandR
   if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
   const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
   const d = await startDaemon({
-    dataDir: resolveDataDir(g.dataDir), host: f.host, port, rateLimit: rate,
+    dataDir, host: f.host, port, rateLimit: rate,
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),

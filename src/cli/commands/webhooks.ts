@@ -1,6 +1,7 @@
 import { parseDuration } from '../../domain/duration.js';
 import { usageError } from '../../domain/errors.js';
 import { table, type CommandResult, type GlobalOptions } from '../output.js';
+import { progressBar } from '../progress.js';
 import { clientFor } from './remote.js';
 
 type Json = Record<string, any>;
@@ -54,7 +55,36 @@ export async function rotate(g: GlobalOptions, id: string, o: { overlap?: string
   };
 }
 
-export async function replay(g: GlobalOptions, eventId: string, o: { subscription?: string }): Promise<CommandResult> {
+export async function replay(g: GlobalOptions, eventId: string | undefined, o: { subscription?: string; since?: string; type?: string }): Promise<CommandResult> {
+  if (o.since !== undefined) {
+    if (eventId) throw usageError('give an event id or --since, not both');
+    return replaySince(g, o.since, o);
+  }
+  if (!eventId) throw usageError('which event?', 'pass an event id (evt_…), or --since <time> to replay everything since then');
   const r = await clientFor(g).redeliverEvent(eventId, o.subscription);
   return { data: r, human: r.queued.length ? `queued ${r.event} again for ${r.queued.map((q) => q.subscription).join(', ')}` : `no active subscription takes ${r.event}` };
+}
+
+/** `replay --since <time|duration>`: every event of the node since then, again, with a progress bar. */
+async function replaySince(g: GlobalOptions, since: string, o: { subscription?: string; type?: string }): Promise<CommandResult> {
+  const ago = parseDuration(since);
+  const from = ago !== undefined && !/^\d+$/.test(since) ? Date.now() - ago : Date.parse(since);
+  if (Number.isNaN(from)) throw usageError(`--since "${since}" is not a time`, 'use an RFC 3339 time (2026-11-21T10:00:00Z) or a duration back from now (30m, 2h, 1d)');
+  const client = clientFor(g);
+  const ids: string[] = [];
+  let cursor: string | undefined;
+  for (let page = 0; page < 100_000; page++) {
+    const r = await client.listEvents({ ...(cursor ? { cursor } : {}), limit: 500, ...(o.type ? { type: o.type } : {}) });
+    for (const e of r.data) if (Date.parse(e.occurredAt) >= from) ids.push(e.id);
+    cursor = r.nextCursor ?? undefined;
+    if (!r.hasMore) break;
+  }
+  const bar = progressBar('replay');
+  let queued = 0;
+  for (const [i, id] of ids.entries()) {
+    queued += (await client.redeliverEvent(id, o.subscription)).queued.length;
+    bar.update(i + 1, ids.length);
+  }
+  bar.end();
+  return { data: { since: new Date(from).toISOString(), events: ids.length, deliveriesQueued: queued }, human: `replayed ${ids.length} event(s) since ${new Date(from).toISOString()}: ${queued} deliveries queued` };
 }

@@ -1,0 +1,52 @@
+// <data-dir>/config.json: the daemon's settings between the defaults and env/flags (svix cfg layering:
+// defaults → config.json → NODE_SVC_* env → flags). Every problem is reported at once, naming the key.
+import { existsSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { configError } from '../domain/errors.js';
+
+type Kind = 'string' | 'integer' | 'list';
+export const CONFIG_KEYS: Record<string, Kind> = {
+  host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer',
+  webhookAllow: 'list', webhookDeny: 'list', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
+  contract: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
+  cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string',
+};
+
+const distance = (a: string, b: string): number => {
+  const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)] as number[]);
+  for (let j = 1; j <= b.length; j++) d[0]![j] = j;
+  for (let i = 1; i <= a.length; i++)
+    for (let j = 1; j <= b.length; j++) d[i]![j] = Math.min(d[i - 1]![j]! + 1, d[i]![j - 1]! + 1, d[i - 1]![j - 1]! + (a[i - 1] === b[j - 1] ? 0 : 1));
+  return d[a.length]![b.length]!;
+};
+
+/** The file's settings as strings (the form flags take), or {} when there is no file. */
+export function readConfigFile(dataDir: string): Record<string, string> {
+  const path = join(dataDir, 'config.json');
+  if (!existsSync(path)) return {};
+  let raw: unknown;
+  try {
+    raw = JSON.parse(readFileSync(path, 'utf8'));
+  } catch (err) {
+    throw configError(`${path} is not valid JSON (${(err as Error).message})`);
+  }
+  if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw configError(`${path} must hold a JSON object of settings`);
+  const problems: string[] = [];
+  const out: Record<string, string> = {};
+  for (const [k, v] of Object.entries(raw)) {
+    const kind = CONFIG_KEYS[k];
+    if (!kind) {
+      const near = Object.keys(CONFIG_KEYS).sort((a, b) => distance(k, a) - distance(k, b))[0]!;
+      problems.push(`"${k}": unknown key${distance(k, near) <= 3 ? ` (did you mean "${near}"?)` : ''}`);
+      continue;
+    }
+    if (kind === 'integer' && !(typeof v === 'number' && Number.isSafeInteger(v) && v >= 0) && !(typeof v === 'string' && /^\d+$/.test(v)))
+      problems.push(`"${k}": must be a non-negative integer, got ${JSON.stringify(v)}`);
+    else if (kind === 'list' && !(typeof v === 'string' || (Array.isArray(v) && v.every((x) => typeof x === 'string' || typeof x === 'number'))))
+      problems.push(`"${k}": must be a list (array or comma-separated string), got ${JSON.stringify(v)}`);
+    else if (kind === 'string' && typeof v !== 'string') problems.push(`"${k}": must be a string, got ${JSON.stringify(v)}`);
+    else out[k] = Array.isArray(v) ? v.join(',') : String(v);
+  }
+  if (problems.length) throw configError(`${path} has ${problems.length} problem(s):\n  - ${problems.join('\n  - ')}`, 'fix them; keys are the camelCase names of the daemon flags (see node-svc daemon --help)');
+  return out;
+}

@@ -1,0 +1,35 @@
+// Gauges read from the store at scrape time: outbox depth and settlement lag.
+import type { Deps } from '../service/deps.js';
+import { stmt } from '../store/db.js';
+import type { Gauge } from './metrics.js';
+
+export function opsGauges(d: Deps): Gauge[] {
+  return [
+    {
+      name: 'node_svc_outbox_depth',
+      help: 'Webhook deliveries not yet acknowledged, by status (pending = never tried, retrying = failed at least once)',
+      read: () => {
+        const r = stmt(d.store.db, "SELECT SUM(attempts = 0) AS pending, SUM(attempts > 0) AS retrying FROM deliveries WHERE status = 'pending'").get() as { pending: number | null; retrying: number | null };
+        return [{ labels: { status: 'pending' }, value: r.pending ?? 0 }, { labels: { status: 'retrying' }, value: r.retrying ?? 0 }];
+      },
+    },
+    {
+      name: 'node_svc_webhook_dead_deliveries',
+      help: 'Deliveries that used up their retry schedule (replay them with node-svc webhooks replay)',
+      read: () => (stmt(d.store.db, "SELECT COUNT(*) AS n FROM deliveries WHERE status = 'dead'").get() as { n: number }).n,
+    },
+    {
+      name: 'node_svc_settlement_lag_seconds',
+      help: 'Age of the oldest settlement not yet final (0 when none is open)',
+      read: () => {
+        const r = stmt(d.store.db, "SELECT MIN(created_at) AS t FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')").get() as { t: number | null };
+        return r.t === null ? 0 : Math.max(0, (d.now() - r.t) / 1000);
+      },
+    },
+    {
+      name: 'node_svc_unsettled_streams',
+      help: 'Streams whose billed truth is above their final amount',
+      read: () => (stmt(d.store.db, 'SELECT COUNT(*) AS n FROM streams WHERE billed_micro > final_micro').get() as { n: number }).n,
+    },
+  ];
+}

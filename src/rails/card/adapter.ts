@@ -1,0 +1,410 @@
+// The card rail on the official `stripe` SDK. Decisions (for README / CHANGELOG):
+//
+// - Authorization. A card-mode credential (`mode: "card"`) carries the claim `paymentIntent` (`pi_…`): the payer's
+//   PaymentIntent with `capture_method: manual`, `payment_method_options.card.request_multicapture: if_available`,
+//   authorized (status `requires_capture`) for at least the credential's cap, in the currency of the credential's
+//   `asset` (`USD` ↔ `usd`; an asset that is not an ISO 4217 code, e.g. `USDC`, has no card currency), with
+//   `transfer_data.destination` = the node's connected account (--card-account): a destination charge.
+//   Checked before every capture: status, `livemode` (false on the sandbox rail, true in production), currency,
+//   destination, manual capture, multicapture available. Any mismatch fails the settlement with an error that
+//   says which; nothing is captured.
+// - Amounts. Micro units convert exactly (BigInt) to the currency's minor units: 2-decimal currencies 1 minor unit =
+//   10,000 micro, 0-decimal (JPY…) 1,000,000, 3-decimal (KWD…) 1,000. Only whole minor units are captured: a
+//   settlement settles the billed truth floored to a minor-unit boundary (billed 1,234,567 micro USD → 123 cents
+//   captured → 1,230,000 micro settled); the remainder stays unsettled (`unsettledMicro`) until later vouchers
+//   lift the floor, and is never captured if the stream ends below the next boundary.
+// - Capture. Each settlement captures the DELTA between the floored billed truth and what the PaymentIntent already
+//   has (`amount_received`), with `final_capture: false` while the stream is open and `final_capture: true` when it
+//   closes (exhausted, revoked, expired, budget halted/released) or the capture deadline is near, which releases
+//   the rest of the authorization. The idempotency key is derived from (node, stream, PaymentIntent, cumulative
+//   minor amount), so a retry after a crash can never capture twice; the SDK retries network failures with it.
+// - Reference. A partial capture is identified by its balance transaction (`txn_…`, one per capture of the charge,
+//   the object whose funds become available): settlement.checkpointed, settlement.final and capture.created carry
+//   it as `reference`. The row records the PaymentIntent id before the capture is sent; when the answer is lost,
+//   status() finds the capture among the charge's balance transactions (running sum = the cumulative target) or
+//   resends it with the same idempotency key.
+// - Finality. checkpointed when the capture exists (its balance transaction exists, the charge is `captured`);
+//   final when that balance transaction's status is `available`. A destination charge's transfer to the connected
+//   account is funded from the charge, so the connected account's funds become available with it.
+// - Deadline. A card authorization lapses 7 days after it was made: the deadline is the charge's
+//   `payment_method_details.card.capture_before` when present, else the PaymentIntent's `created` + 7 d. Within
+//   `deadlineMarginMs` (default 1 h) of it, closeRequested() answers true so the engine settles now, whatever the
+//   policy, and that capture is final.
+// - Refunds. poll() sums the PaymentIntent's `succeeded` refunds and records refund.final with the CUMULATIVE
+//   refunded amount (micro) when it grew, once per amount (table card_refunds, migration 0050). A full scan of
+//   captured streams runs every `refundScanMs` (default 30 s); a verified processor webhook naming a PaymentIntent
+//   (or a charge/refund of one) makes the next tick scan that one at once.
+// - Processor webhooks. `POST /processor/webhook`, outside /v1 auth, mounted only with --card-webhook-secret-file:
+//   the `Stripe-Signature` header is verified with the endpoint secret (300 s tolerance) before anything else;
+//   a bad signature answers 400 problem+json and changes nothing; an event whose `livemode` does not match the rail
+//   answers 400 too. A good one wakes the settler (settlements and refunds are polled now) and answers
+//   200 `{received: true}`. Webhooks only make things faster: polling on every settler tick is the fallback.
+// - Engine gaps, worked around here until the settler has a hook for them (see the report): the engine inserts the
+//   settlement at the billed amount, so submit() lowers the fresh row to the floored amount before sending; when
+//   only a sub-minor-unit remainder is unsettled, the row is parked (`remainder:pi_…`, still in flight, nothing
+//   sent) until a newer voucher supersedes it, so the engine does not retry it every tick.
+import { createHash } from 'node:crypto';
+import type { Hono } from 'hono';
+import Stripe from 'stripe';
+import { problem } from '../../api/problem.js';
+import { configError } from '../../domain/errors.js';
+import { log } from '../../log.js';
+import type { Store } from '../../store/db.js';
+import { recordEvent } from '../../store/events.js';
+import type { SettlementRow } from '../../store/settlements.js';
+import { streams, type StreamRow } from '../../store/streams.js';
+import { VERSION } from '../../version.js';
+import type { Rail, RailEnv, SettlementState } from '../rail.js';
+import { currencyOfAsset, microPerMinor } from './currency.js';
+import { capturedCardStreams, cardRefunds, cardSettlements } from './store.js';
+
+export interface CardConfig {
+  env: RailEnv;
+  /** Processor secret or restricted key (never logged, never echoed). */
+  key: string;
+  /** The node's connected account (acct_…): the destination of every PaymentIntent it captures. */
+  account: string;
+  /** The processor webhook endpoint's signing secret (whsec_…); without it the webhook route is not mounted. */
+  webhookSecret?: string;
+  /** Sandbox only: the processor API base URL (a local processor). */
+  api?: string;
+  deadlineMarginMs?: number;
+  refundScanMs?: number;
+  maxNetworkRetries?: number;
+  now?: () => number;
+}
+
+const CARD_AUTH_WINDOW_S = 7 * 86_400;
+const PI_RE = /^pi_[A-Za-z0-9]+$/;
+const MAX_WEBHOOK_BYTES = 1024 * 1024;
+
+interface CaptureDetail {
+  kind: 'capture';
+  paymentIntent: string;
+  charge: string;
+  currency: string;
+  /** Cumulative minor units captured on the PaymentIntent once this capture is done. */
+  targetMinor: string;
+  captureMinor: string;
+  final: boolean;
+  idempotencyKey: string;
+  balanceTransaction?: string;
+}
+interface RemainderDetail { kind: 'remainder'; paymentIntent: string; billedMicro: string; settledMicro: string }
+
+const piOfClaims = (claims: string): string | undefined => {
+  try {
+    const pi = (JSON.parse(claims) as { paymentIntent?: unknown }).paymentIntent;
+    return typeof pi === 'string' && PI_RE.test(pi) ? pi : undefined;
+  } catch {
+    return undefined;
+  }
+};
+
+/** A processor error without anything secret: its type, code, HTTP status and (except for auth errors) message. */
+function describe(err: unknown): string {
+  const e = err as { type?: string; code?: string; statusCode?: number; message?: string };
+  if (e?.type === 'StripeAuthenticationError' || e?.statusCode === 401) return 'the processor refused the card key (401)';
+  if (e?.type === 'StripePermissionError' || e?.statusCode === 403) return 'the card key lacks permission for this request (403)';
+  const parts = [e?.type, e?.code, e?.statusCode ? `HTTP ${e.statusCode}` : undefined].filter(Boolean).join(' ');
+  return `${parts ? `${parts}: ` : ''}${(e?.message ?? String(err)).slice(0, 300)}`;
+}
+/** A definitive refusal (4xx, not a conflict or rate limit): retrying the same request cannot succeed. */
+const definitive = (err: unknown) => {
+  const s = (err as { statusCode?: number }).statusCode;
+  return typeof s === 'number' && s >= 400 && s < 500 && s !== 409 && s !== 429;
+};
+
+export class CardRail implements Rail {
+  readonly mode = 'card' as const;
+  readonly env: RailEnv;
+  readonly #c: CardConfig;
+  readonly #stripe: Stripe;
+  readonly #now: () => number;
+  readonly #deadlines = new Map<string, number>();
+  #store: Store | undefined;
+  #wake: (() => void) | undefined;
+  #lastScan = 0;
+  #dirty = new Set<string>();
+
+  constructor(c: CardConfig) {
+    if (c.api && c.env !== 'sandbox') throw configError('a processor API URL (--card-api) is only accepted on the sandbox rail');
+    this.#c = c;
+    this.env = c.env;
+    this.#now = c.now ?? Date.now;
+    let endpoint = {};
+    if (c.api) {
+      const u = new URL(c.api);
+      const protocol = u.protocol === 'https:' ? 'https' : 'http';
+      endpoint = { host: u.hostname, port: Number(u.port || (protocol === 'https' ? 443 : 80)), protocol };
+    }
+    this.#stripe = new Stripe(c.key, {
+      maxNetworkRetries: c.maxNetworkRetries ?? 2,
+      timeout: 15_000,
+      telemetry: false,
+      appInfo: { name: 'node-svc', version: VERSION },
+      ...endpoint,
+    });
+  }
+
+  get #live(): boolean {
+    return this.env === 'production';
+  }
+
+  async preflight(): Promise<void> {
+    try {
+      const acct = await this.#stripe.accounts.retrieve(this.#c.account);
+      if (acct.id !== this.#c.account) throw new Error('account id differs');
+    } catch (err) {
+      const s = (err as { statusCode?: number }).statusCode;
+      if (s === 404 || s === 400 || s === 403)
+        throw configError(`the connected account ${this.#c.account} is not known to the processor under this key (${describe(err)})`, 'check --card-account and --card-key-file');
+      throw configError(`cannot reach the card processor API: ${describe(err)}`, this.#c.api ? 'check --card-api' : 'check the network and --card-key-file');
+    }
+    let live: boolean;
+    try {
+      live = (await this.#stripe.balance.retrieve()).livemode;
+    } catch (err) {
+      throw configError(`cannot read the platform balance: ${describe(err)}`);
+    }
+    if (live !== this.#live) throw configError(`the processor answers in ${live ? 'live' : 'test'} mode, but this is the ${this.env} rail`, 'use test keys with --rail sandbox, live keys with --rail production');
+    if (!this.#c.webhookSecret) log.info('card rail: no --card-webhook-secret-file, so no processor webhook route; polling only');
+  }
+
+  attach(ctx: { store: Store; wake(): void }): void {
+    this.#store = ctx.store;
+    this.#wake = ctx.wake;
+  }
+
+  #db() {
+    if (!this.#store) throw new Error('card rail used before attach()');
+    return this.#store.db;
+  }
+
+  #piOf(stream: StreamRow): string {
+    const pi = piOfClaims(stream.claims);
+    if (!pi) throw new Error(`stream ${stream.id}: the credential has no paymentIntent claim (pi_…) naming the payer's authorization`);
+    return pi;
+  }
+
+  async #retrieve(pi: string): Promise<Stripe.PaymentIntent & { latest_charge: Stripe.Charge }> {
+    const p = await this.#stripe.paymentIntents.retrieve(pi, { expand: ['latest_charge'] });
+    if (!p.latest_charge || typeof p.latest_charge === 'string') throw new Error(`payment intent ${pi} has no authorized charge`);
+    return p as Stripe.PaymentIntent & { latest_charge: Stripe.Charge };
+  }
+
+  /** Everything that must hold before a capture; throws naming what does not. */
+  #check(stream: StreamRow, pi: Stripe.PaymentIntent & { latest_charge: Stripe.Charge }): { currency: string; mpm: bigint } {
+    if (pi.livemode !== this.#live)
+      throw new Error(`payment intent ${pi.id} is a ${pi.livemode ? 'live' : 'test'} mode object, but this is the ${this.env} rail; nothing captured`);
+    const want = currencyOfAsset(stream.asset);
+    if (!want || pi.currency !== want)
+      throw new Error(`currency mismatch: stream ${stream.id} is in ${stream.asset}, payment intent ${pi.id} is in ${pi.currency.toUpperCase()}; nothing captured`);
+    const dest = pi.transfer_data?.destination;
+    const destId = typeof dest === 'string' ? dest : dest?.id;
+    if (destId !== this.#c.account)
+      throw new Error(`payment intent ${pi.id} pays ${destId ?? 'no connected account'}, not this node's ${this.#c.account}; nothing captured`);
+    if (pi.capture_method !== 'manual') throw new Error(`payment intent ${pi.id} has capture_method ${pi.capture_method}, not manual; nothing captured`);
+    return { currency: want, mpm: microPerMinor(want) };
+  }
+
+  /** The capture deadline of an authorization (ms since the epoch). */
+  #deadlineOf(pi: Stripe.PaymentIntent & { latest_charge: Stripe.Charge }): number {
+    const before = pi.latest_charge.payment_method_details?.card?.capture_before;
+    const d = (typeof before === 'number' ? before : pi.created + CARD_AUTH_WINDOW_S) * 1000;
+    this.#deadlines.set(pi.id, d);
+    return d;
+  }
+
+  #nearDeadline(deadline: number): boolean {
+    return this.#now() >= deadline - (this.#c.deadlineMarginMs ?? 3_600_000);
+  }
+
+  /** The balance transaction of the capture that brought the charge's captured total to `targetMinor`. */
+  async #findCapture(charge: string, targetMinor: bigint): Promise<Stripe.BalanceTransaction | undefined> {
+    const all: Stripe.BalanceTransaction[] = [];
+    for await (const bt of this.#stripe.balanceTransactions.list({ source: charge, limit: 100 })) all.push(bt);
+    let sum = 0n;
+    for (const bt of all.reverse()) { // the list is newest first
+      if (bt.type !== 'charge' && bt.type !== 'payment') continue;
+      sum += BigInt(bt.amount);
+      if (sum === targetMinor) return bt;
+      if (sum > targetMinor) return undefined;
+    }
+    return undefined;
+  }
+
+  async submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void> {
+    const db = this.#db();
+    const piId = this.#piOf(stream);
+    const pi = await this.#retrieve(piId);
+    const { currency, mpm } = this.#check(stream, pi);
+    const targetMinor = amount / mpm; // floored: only whole minor units are captured
+    const targetMicro = targetMinor * mpm;
+    const capturedMinor = BigInt(pi.amount_received);
+    if (capturedMinor * mpm < stream.checkpointed_micro)
+      throw new Error(`payment intent ${piId} has ${capturedMinor} ${currency} minor units captured, less than stream ${stream.id} already settled: its captures are on another authorization; nothing captured`);
+    const id = cardSettlements.pendingId(db, stream.node_id, stream.id, amount);
+    if (!id) throw new Error(`no fresh settlement of ${amount} micro for stream ${stream.id}`);
+
+    if (targetMicro <= stream.checkpointed_micro) {
+      // Only a remainder below one minor unit is unsettled: park it (nothing is sent) until a newer voucher.
+      const d: RemainderDetail = { kind: 'remainder', paymentIntent: piId, billedMicro: amount.toString(), settledMicro: stream.checkpointed_micro.toString() };
+      record(`remainder:${piId}`, JSON.stringify(d));
+      return;
+    }
+    if (targetMicro !== amount) cardSettlements.floorAmount(db, id, targetMicro); // the row says what is really captured
+    const charge = pi.latest_charge.id;
+    const key = `node-svc-capture-${createHash('sha256').update(`${stream.node_id}\0${stream.id}\0${piId}\0${targetMinor}`).digest('hex').slice(0, 48)}`;
+    const base = { kind: 'capture' as const, paymentIntent: piId, charge, currency, targetMinor: targetMinor.toString(), idempotencyKey: key };
+
+    if (targetMinor <= capturedMinor) {
+      // Captured already (a crash after the capture, before it was recorded): find it, record it, send nothing.
+      const bt = await this.#findCapture(charge, targetMinor);
+      if (!bt) throw new Error(`payment intent ${piId} has ${capturedMinor} minor units captured, beyond this node's cumulative ${targetMinor}: captured outside node-svc; nothing captured`);
+      record(bt.id, JSON.stringify({ ...base, captureMinor: String(bt.amount), final: pi.status !== 'requires_capture', balanceTransaction: bt.id } satisfies CaptureDetail));
+      return;
+    }
+    const delta = targetMinor - capturedMinor;
+    if (pi.status !== 'requires_capture') throw new Error(`payment intent ${piId} is ${pi.status}, not requires_capture; nothing captured`);
+    if (delta > BigInt(pi.amount_capturable))
+      throw new Error(`payment intent ${piId} has ${pi.amount_capturable} ${currency} minor units left to capture, the billed truth needs ${delta}; nothing captured`);
+    const closing = stream.status !== 'open' || !!stream.rev_ahead || (stream.budget_status !== null && stream.budget_status !== 'active')
+      || this.#now() >= stream.exp * 1000 || this.#nearDeadline(this.#deadlineOf(pi));
+    const final = closing || delta === BigInt(pi.amount_capturable);
+    const multi = pi.latest_charge.payment_method_details?.card?.multicapture?.status ?? (pi.payment_method_options?.card?.request_multicapture === 'if_available' ? 'available' : 'unavailable');
+    if (!final && multi !== 'available')
+      throw new Error(`payment intent ${piId} has no multicapture, so it can be captured only once; nothing captured (request_multicapture: if_available)`);
+    const detail: CaptureDetail = { ...base, captureMinor: delta.toString(), final };
+    record(piId, JSON.stringify(detail)); // durable before the capture leaves the process
+    await this.#capture(piId, detail);
+    const bt = await this.#findCapture(charge, targetMinor);
+    if (bt) record(bt.id, JSON.stringify({ ...detail, balanceTransaction: bt.id }));
+    // else: status() looks again
+  }
+
+  #capture(pi: string, d: CaptureDetail) {
+    const amount = BigInt(d.captureMinor);
+    if (amount > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('capture amount out of range');
+    return this.#stripe.paymentIntents.capture(pi, { amount_to_capture: Number(amount), final_capture: d.final }, { idempotencyKey: d.idempotencyKey });
+  }
+
+  async status(s: SettlementRow): Promise<SettlementState> {
+    const db = this.#db();
+    const d = JSON.parse(s.detail ?? '{}') as CaptureDetail | RemainderDetail;
+    if (d.kind === 'remainder') {
+      const row = streams.get(db, s.node_id, s.stream);
+      return row && row.billed_micro > s.amount_micro
+        ? { state: 'failed', error: 'superseded by a newer voucher (the parked remainder was below one minor unit)' }
+        : { state: 'submitted', note: 'remainder below one minor unit' };
+    }
+    if (d.kind !== 'capture') return { state: 'failed', error: 'unknown card settlement detail' };
+    if (s.reference?.startsWith('txn_')) {
+      let bt: Stripe.BalanceTransaction;
+      try {
+        bt = await this.#stripe.balanceTransactions.retrieve(s.reference);
+      } catch (err) {
+        if ((err as { statusCode?: number }).statusCode === 404) return { state: 'failed', error: `balance transaction ${s.reference} not found` };
+        throw err;
+      }
+      return bt.status === 'available' ? { state: 'final' } : { state: 'checkpointed' };
+    }
+    // Recorded before sending, answer not recorded: did the capture happen?
+    const bt = await this.#findCapture(d.charge, BigInt(d.targetMinor));
+    if (bt) {
+      cardSettlements.setReference(db, s.id, bt.id, JSON.stringify({ ...d, balanceTransaction: bt.id }));
+      return { state: 'submitted', note: 'capture found after its answer was lost' };
+    }
+    const pi = await this.#stripe.paymentIntents.retrieve(d.paymentIntent);
+    if (BigInt(pi.amount_received) >= BigInt(d.targetMinor)) return { state: 'failed', error: `payment intent ${pi.id} captured in other amounts than this settlement's` };
+    if (pi.status !== 'requires_capture') return { state: 'failed', error: `payment intent ${pi.id} is ${pi.status}; nothing captured` };
+    try {
+      await this.#capture(d.paymentIntent, d); // the same idempotency key: at most one capture
+      return { state: 'submitted', note: 'capture was not known to the processor; resent' };
+    } catch (err) {
+      if (definitive(err)) return { state: 'failed', error: `capture refused: ${describe(err)}` };
+      throw err;
+    }
+  }
+
+  onCheckpoint(s: SettlementRow): Array<{ type: 'capture.created'; reference: string }> {
+    return s.reference?.startsWith('txn_') ? [{ type: 'capture.created', reference: s.reference }] : [];
+  }
+
+  async closeRequested(stream: StreamRow): Promise<boolean> {
+    const pi = piOfClaims(stream.claims);
+    if (!pi) return false;
+    const known = this.#deadlines.get(pi);
+    return this.#nearDeadline(known ?? this.#deadlineOf(await this.#retrieve(pi)));
+  }
+
+  async poll(): Promise<void> {
+    const db = this.#db();
+    const now = this.#now();
+    const full = now - this.#lastScan >= (this.#c.refundScanMs ?? 30_000);
+    if (!full && this.#dirty.size === 0) return;
+    const dirty = this.#dirty;
+    this.#dirty = new Set();
+    if (full) this.#lastScan = now;
+    for (const s of capturedCardStreams(db)) {
+      const pi = piOfClaims(s.claims);
+      if (!pi || (!full && !dirty.has(pi))) continue;
+      try {
+        await this.#refunds(s, pi);
+      } catch (err) {
+        log.warn('card refunds unavailable', { stream: s.id, paymentIntent: pi, error: describe(err) });
+        this.#dirty.add(pi);
+      }
+    }
+  }
+
+  async #refunds(s: { node_id: string; id: string; budget: string; asset: string }, pi: string): Promise<void> {
+    const currency = currencyOfAsset(s.asset);
+    if (!currency) return;
+    let minor = 0n;
+    let last: Stripe.Refund | undefined;
+    for await (const r of this.#stripe.refunds.list({ payment_intent: pi, limit: 100 })) {
+      if (r.status !== 'succeeded' || r.currency !== currency) continue;
+      minor += BigInt(r.amount);
+      if (!last || r.created > last.created) last = r;
+    }
+    if (!last || minor === 0n) return;
+    const micro = minor * microPerMinor(currency);
+    const db = this.#db();
+    const now = this.#now();
+    db.transaction(() => {
+      if (!cardRefunds.raise(db, { nodeId: s.node_id, stream: s.id, paymentIntent: pi, minor, micro, lastRefund: last.id, now })) return;
+      recordEvent(db, s.node_id, 'refund.final', `stream:${s.id}`, { stream: s.id, budget: s.budget, asset: s.asset, amountMicro: micro.toString(), reference: last.id }, now);
+    }).immediate();
+  }
+
+  routes(app: Hono<any>): void {
+    const secret = this.#c.webhookSecret;
+    if (!secret) return;
+    app.post('/processor/webhook', async (c) => {
+      if (Number(c.req.header('content-length') ?? 0) > MAX_WEBHOOK_BYTES) return problem(c, 413, 'payload_too_large', 'processor webhook body too large');
+      const raw = Buffer.from(await c.req.arrayBuffer());
+      if (raw.length > MAX_WEBHOOK_BYTES) return problem(c, 413, 'payload_too_large', 'processor webhook body too large');
+      let event: Stripe.Event;
+      try {
+        event = this.#stripe.webhooks.constructEvent(raw, c.req.header('stripe-signature') ?? '', secret, 300);
+      } catch {
+        log.warn('processor webhook refused: bad signature');
+        return problem(c, 400, 'invalid_request', 'the Stripe-Signature header does not verify for this endpoint');
+      }
+      if (event.livemode !== this.#live) {
+        log.warn('processor webhook refused: mode mismatch', { event: event.id, livemode: event.livemode });
+        return problem(c, 400, 'invalid_request', `a ${event.livemode ? 'live' : 'test'} mode event on the ${this.env} rail`);
+      }
+      const obj = (event.data?.object ?? {}) as { id?: unknown; object?: unknown; payment_intent?: unknown };
+      const pi = obj.object === 'payment_intent' ? obj.id : obj.payment_intent;
+      if (typeof pi === 'string' && PI_RE.test(pi)) this.#dirty.add(pi);
+      else if (/refund|charge/.test(event.type)) this.#lastScan = 0; // refund news without a PaymentIntent: scan all
+      log.debug('processor webhook', { event: event.id, type: event.type });
+      this.#wake?.();
+      return c.json({ received: true });
+    });
+  }
+
+  async close(): Promise<void> {}
+}

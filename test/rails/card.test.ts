@@ -1,0 +1,289 @@
+// The card rail against the local processor, through the official SDK, with the real settlement engine and store
+// (the daemon in process, a short settler tick). The processor is the one test double: a boundary we cannot reach.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import Stripe from 'stripe';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { startDaemon, type Daemon } from '../../src/daemon.js';
+import { CardRail } from '../../src/rails/card/adapter.js';
+import { cardRailFromFlags } from '../../src/rails/card/config.js';
+import { currencyOfAsset, floorToMinor, microPerMinor, toMinor } from '../../src/rails/card/currency.js';
+import { parseForm, startLocalProcessor, type LocalProcessor } from '../../src/rails/card/processor.js';
+import { DEFAULT_POLICY } from '../../src/rails/settler.js';
+import { addKeys, addNode, issueToken } from '../../src/service/admin.js';
+import { events } from '../../src/store/events.js';
+import { settlements } from '../../src/store/settlements.js';
+import { streams } from '../../src/store/streams.js';
+import { cardCredential, eventually, newWebhookSecret, sleep, voucher } from '../helpers/card.js';
+import { clientOf } from '../helpers/daemon.js';
+import { ISSUER, issuerKeyPair, payerKeyPair, publicJwks, type KeyPair } from '../helpers/issuer.js';
+
+describe('card amounts', () => {
+  it('converts micro units to minor units exactly, flooring to a minor-unit boundary', () => {
+    expect(currencyOfAsset('USD')).toBe('usd');
+    expect(currencyOfAsset('USDC')).toBeUndefined();
+    expect(microPerMinor('usd')).toBe(10_000n);
+    expect(microPerMinor('jpy')).toBe(1_000_000n);
+    expect(microPerMinor('kwd')).toBe(1_000n);
+    expect(toMinor(1_234_567n, 'usd')).toBe(123n);
+    expect(floorToMinor(1_234_567n, 'usd')).toBe(1_230_000n);
+    expect(floorToMinor(9_999n, 'usd')).toBe(0n);
+    expect(floorToMinor(9_223_372_036_854_775_807n, 'usd')).toBe(9_223_372_036_854_770_000n); // int64 max, no float anywhere
+  });
+
+  it('parses form bodies the way the SDK encodes them', () => {
+    expect(parseForm('amount_to_capture=123&final_capture=false&expand[0]=latest_charge&transfer_data[destination]=acct_1')).toEqual({
+      amount_to_capture: '123', final_capture: 'false', expand: ['latest_charge'], transfer_data: { destination: 'acct_1' },
+    });
+  });
+});
+
+describe('card configuration', () => {
+  let dir: string;
+  beforeAll(async () => { dir = await mkdtemp(join(tmpdir(), 'node-svc-card-cfg-')); });
+  afterAll(async () => { await rm(dir, { recursive: true, force: true }); });
+
+  const refuse = async (f: Record<string, string | undefined>, env: NodeJS.ProcessEnv = {}, railEnv: 'sandbox' | 'production' = 'sandbox') => {
+    const err = await cardRailFromFlags(f, env, { env: railEnv, policy: DEFAULT_POLICY, problems: [] }).then(() => undefined, (e: Error) => e);
+    expect(err, 'refused').toBeInstanceOf(Error);
+    return err!.message;
+  };
+
+  it('refuses a live key in sandbox and a test key in production, without echoing the key', async () => {
+    const live = 'sk_live_51SecretLiveKeyValue000000000';
+    const m = await refuse({ cardAccount: 'acct_1' }, { NODE_SVC_CARD_KEY: live });
+    expect(m).toMatch(/NODE_SVC_CARD_KEY holds a LIVE key/);
+    expect(m).not.toContain(live);
+    const test = 'rk_test_51SecretTestKeyValue000000000';
+    const m2 = await refuse({ cardAccount: 'acct_1' }, { NODE_SVC_CARD_KEY: test }, 'production');
+    expect(m2).toMatch(/test key .*--rail production takes only live keys/);
+    expect(m2).not.toContain(test);
+  });
+
+  it('reports every problem at once, naming the option', async () => {
+    const m = await refuse({ rpcUrl: 'http://x', walletKeyFile: '/nope', cardApi: 'ftp://x/y', cardWebhookSecretFile: join(dir, 'missing') }, {});
+    expect(m).toContain('--rpc-url, --wallet-key-file');
+    expect(m).toContain('--card-key-file (or NODE_SVC_CARD_KEY) is required');
+    expect(m).toContain('--card-account is required');
+    expect(m).toContain('--card-api must be an http(s) base URL');
+    expect(m).toContain('--card-webhook-secret-file');
+    const p = await refuse({ cardAccount: 'acct_1', cardApi: 'http://127.0.0.1:1' }, { NODE_SVC_CARD_KEY: 'sk_live_abcdefghijkl' }, 'production');
+    expect(p).toContain('--card-api is only accepted with --rail sandbox');
+  });
+
+  it('preflight refuses an unknown connected account and an unreachable processor', async () => {
+    const p = await startLocalProcessor();
+    try {
+      const m = await refuse({ cardAccount: 'acct_unknown', cardApi: p.url }, { NODE_SVC_CARD_KEY: p.testKey });
+      expect(m).toMatch(/connected account acct_unknown is not known/);
+      expect(m).not.toContain(p.testKey);
+    } finally {
+      await p.close();
+    }
+    const m = await refuse({ cardAccount: 'acct_1', cardApi: 'http://127.0.0.1:9' }, { NODE_SVC_CARD_KEY: 'sk_test_abcdefghijkl' });
+    expect(m).toMatch(/cannot reach the card processor API/);
+  });
+});
+
+describe('local processor through the official SDK', () => {
+  let p: LocalProcessor;
+  let stripe: Stripe;
+  beforeAll(async () => {
+    p = await startLocalProcessor();
+    stripe = new Stripe(p.testKey, { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false });
+  });
+  afterAll(async () => { await p.close(); });
+
+  it('captures in parts with an idempotency key honoured, and answers Stripe-shaped errors', async () => {
+    const acct = p.createAccount();
+    const pi = p.createPaymentIntent({ amount: 1000, destination: acct.id }) as { id: string };
+    const a = await stripe.paymentIntents.capture(pi.id, { amount_to_capture: 100, final_capture: false }, { idempotencyKey: 'k1' });
+    const b = await stripe.paymentIntents.capture(pi.id, { amount_to_capture: 100, final_capture: false }, { idempotencyKey: 'k1' });
+    expect(a.amount_received).toBe(100);
+    expect(b.amount_received).toBe(100); // replayed, not captured twice
+    expect(a.status).toBe('requires_capture');
+    const err = await stripe.paymentIntents.capture(pi.id, { amount_to_capture: 200 }, { idempotencyKey: 'k1' }).catch((e: unknown) => e as Stripe.errors.StripeError);
+    expect((err as Stripe.errors.StripeError).type).toBe('StripeIdempotencyError');
+    const missing = await stripe.paymentIntents.retrieve('pi_nope').catch((e: unknown) => e as Stripe.errors.StripeError);
+    expect(missing).toMatchObject({ statusCode: 404, code: 'resource_missing', type: 'StripeInvalidRequestError' });
+    const full = await stripe.paymentIntents.retrieve(pi.id, { expand: ['latest_charge'] });
+    expect(full).toMatchObject({ object: 'payment_intent', livemode: false, currency: 'usd', amount_capturable: 900, transfer_data: { destination: acct.id } });
+    expect(full.latest_charge).toMatchObject({ object: 'charge', captured: true, amount_captured: 100 });
+    const live = new Stripe('sk_live_abcdefghijklmnop', { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0 });
+    await expect(live.paymentIntents.retrieve(pi.id)).rejects.toMatchObject({ statusCode: 404 }); // test objects are invisible to live keys
+    const bts = await stripe.balanceTransactions.list({ source: (full.latest_charge as Stripe.Charge).id });
+    expect(bts.data.map((t) => [t.object, t.amount, t.status])).toEqual([['balance_transaction', 100, 'pending']]);
+    const final = await stripe.paymentIntents.capture(pi.id, { amount_to_capture: 50 });
+    expect(final).toMatchObject({ status: 'succeeded', amount_received: 150, amount_capturable: 0 });
+  });
+
+  it('signs webhooks so that the SDK verifies them', () => {
+    const secret = newWebhookSecret();
+    const payload = JSON.stringify(p.event('charge.refunded', { id: 'ch_1', object: 'charge' }));
+    const e = stripe.webhooks.constructEvent(payload, p.sign(payload, secret), secret, 300);
+    expect(e.type).toBe('charge.refunded');
+    expect(() => stripe.webhooks.constructEvent(payload, p.sign(payload, newWebhookSecret()), secret, 300)).toThrow();
+  });
+});
+
+describe('card rail with the settlement engine', () => {
+  let dir: string;
+  let p: LocalProcessor;
+  let d: Daemon;
+  let rail: CardRail;
+  let issuer: KeyPair;
+  let payer: KeyPair;
+  let token: string;
+  let acct: string;
+  const secret = newWebhookSecret();
+  let n = 0;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'node-svc-card-'));
+    p = await startLocalProcessor();
+    acct = p.createAccount().id;
+    issuer = await issuerKeyPair();
+    payer = await payerKeyPair();
+    rail = new CardRail({ env: 'sandbox', key: p.testKey, account: acct, api: p.url, webhookSecret: secret, refundScanMs: 60_000, maxNetworkRetries: 0 });
+    await rail.preflight();
+    d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy: { ...DEFAULT_POLICY, thresholdMicro: 1n } }, settleTickMs: 30 });
+    addNode(d.deps.store, 'node-a');
+    token = issueToken(d.deps.store, 'node-a').token;
+    addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
+  });
+  afterAll(async () => {
+    await d?.stop();
+    await p?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+  afterEach(() => { n++; });
+
+  const db = () => d.deps.store.db;
+  const evts = (stream: string) => events.forRef(db(), 'node-a', `stream:${stream}`).map((e) => ({ type: e.type, data: JSON.parse(e.body).data as Record<string, string> }));
+  async function open(pi: string, claims: Record<string, unknown> = {}) {
+    const stream = `card-${n}-${Date.now()}`;
+    const c = clientOf(d.url, token);
+    const r = await c.post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi, claims) });
+    expect(r.status, r.text).toBe(200);
+    const bill = async (amount: bigint) => {
+      const v = await c.post(`/v1/streams/${stream}/vouchers`, { voucher: voucher(payer, stream, amount) });
+      expect(v.status, v.text).toBe(200);
+    };
+    return { stream, bill, finality: async () => (await c.get(`/v1/streams/${stream}/finality`)).body };
+  }
+
+  it('captures the floored billed truth in parts, checkpoints, then finalizes when funds are available', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string; latest_charge: string };
+    const s = await open(pi.id);
+    await s.bill(1_234_567n);
+    const cp = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    expect(cp.data).toMatchObject({ stream: s.stream, asset: 'USD', amountMicro: '1230000' });
+    expect(cp.data.reference).toMatch(/^txn_/);
+    expect(evts(s.stream).map((e) => e.type)).toEqual(['capture.created', 'settlement.checkpointed']);
+    expect(evts(s.stream)[0]!.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123, amount_capturable: 377, status: 'requires_capture' });
+    expect(await s.finality()).toMatchObject({ finality: 'checkpointed', checkpointedMicro: '1230000', finalMicro: '0', unsettledMicro: '4567' });
+    // the remainder below one cent is parked, not captured, not retried every tick
+    await sleep(300);
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123 });
+    const rows = settlements.forStream(db(), 'node-a', s.stream);
+    expect(rows.filter((r) => r.status === 'failed')).toHaveLength(0);
+    expect(rows.map((r) => r.amount_micro)).toEqual([1_230_000n, 1_234_567n]);
+
+    p.makeAvailable(cp.data.reference!);
+    const fin = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.final'), 'final');
+    expect(fin.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
+    expect(await s.finality()).toMatchObject({ finality: 'final', finalMicro: '1230000' });
+
+    await s.bill(2_500_000n); // the parked remainder is superseded; the next capture is the delta 250 - 123 = 127 cents
+    await eventually(() => evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').length === 2, 'second checkpoint');
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 250 });
+    const cps = evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').map((e) => e.data.amountMicro);
+    expect(cps).toEqual(['1230000', '2500000']);
+    const bts = p.balanceTransactions(pi.latest_charge).map((t) => t.amount);
+    expect(bts).toEqual([123, 127]);
+  });
+
+  it('records refund.final with the cumulative refunded amount, once per amount, woken by a verified processor webhook', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s = await open(pi.id);
+    await s.bill(3_000_000n);
+    await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    const r1 = p.refund(pi.id, 50);
+    const hook = `${d.url}/processor/webhook`;
+    expect((await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_x', object: 'charge', payment_intent: pi.id }))).status).toBe(200);
+    const first = await eventually(() => evts(s.stream).find((e) => e.type === 'refund.final'), 'refund.final');
+    expect(first.data).toMatchObject({ amountMicro: '500000', reference: r1.id, asset: 'USD' });
+    const r2 = p.refund(pi.id, 25, 'pending');
+    await p.sendWebhook(hook, secret, p.event('refund.created', r2));
+    await sleep(200);
+    expect(evts(s.stream).filter((e) => e.type === 'refund.final')).toHaveLength(1); // pending is not final
+    p.setRefundStatus(r2.id as string, 'succeeded');
+    await p.sendWebhook(hook, secret, p.event('refund.updated', { ...r2, status: 'succeeded' }));
+    await eventually(() => evts(s.stream).filter((e) => e.type === 'refund.final').length === 2, 'second refund.final');
+    await p.sendWebhook(hook, secret, p.event('refund.updated', { ...r2, status: 'succeeded' })); // again: nothing new
+    await sleep(200);
+    expect(evts(s.stream).filter((e) => e.type === 'refund.final').map((e) => e.data.amountMicro)).toEqual(['500000', '750000']);
+  });
+
+  it('a processor webhook with a bad signature or the wrong mode is refused and changes nothing', async () => {
+    const before = db().prepare('SELECT COUNT(*) AS c FROM events').get() as { c: number };
+    const hook = `${d.url}/processor/webhook`;
+    const bad = await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_1', object: 'charge' }), { badSignature: true });
+    expect(bad.status).toBe(400);
+    expect(JSON.parse(bad.body)).toMatchObject({ code: 'invalid_request', status: 400 });
+    const res = await fetch(hook, { method: 'POST', body: '{}', headers: { 'content-type': 'application/json' } });
+    expect(res.status).toBe(400);
+    expect(res.headers.get('content-type')).toMatch(/problem\+json/);
+    const live = await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_1', object: 'charge' }, true));
+    expect(live.status).toBe(400);
+    expect(db().prepare('SELECT COUNT(*) AS c FROM events').get()).toEqual(before);
+  });
+
+  it('refuses a currency mismatch and a foreign destination: the settlement fails, nothing is captured', async () => {
+    const eur = p.createPaymentIntent({ amount: 500, currency: 'eur', destination: acct }) as { id: string };
+    const s = await open(eur.id);
+    await s.bill(1_000_000n);
+    const failed = await eventually(() => settlements.forStream(db(), 'node-a', s.stream).find((r) => r.status === 'failed'), 'failed');
+    expect(failed.error).toMatch(/currency mismatch: stream .* is in USD, payment intent .* is in EUR; nothing captured/);
+    const other = p.createAccount().id;
+    const foreign = p.createPaymentIntent({ amount: 500, destination: other }) as { id: string };
+    const s2 = await open(foreign.id);
+    await s2.bill(1_000_000n);
+    const f2 = await eventually(() => settlements.forStream(db(), 'node-a', s2.stream).find((r) => r.status === 'failed'), 'failed');
+    expect(f2.error).toContain(`pays ${other}, not this node's ${acct}`);
+    expect(p.paymentIntent(eur.id)).toMatchObject({ amount_received: 0 });
+    expect(p.paymentIntent(foreign.id)).toMatchObject({ amount_received: 0 });
+    expect(evts(s.stream).concat(evts(s2.stream)).filter((e) => e.type.startsWith('settlement.'))).toEqual([]);
+  });
+
+  it('finds a capture whose answer was lost, and never captures twice', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string; latest_charge: string };
+    const s = await open(pi.id);
+    p.failNext(/\/capture$/, 'lose-answer', 3);
+    await s.bill(2_000_000n);
+    const cp = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed after a lost answer');
+    expect(cp.data).toMatchObject({ amountMicro: '2000000' });
+    expect(cp.data.reference).toMatch(/^txn_/);
+    expect(p.balanceTransactions(pi.latest_charge).map((t) => t.amount)).toEqual([200]);
+    // every answer to the capture was lost (the SDK's retries too): status() found it among the charge's captures
+    const captures = p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/capture`);
+    expect(new Set(captures.map((r) => r.idempotencyKey)).size).toBe(1);
+    expect(settlements.forStream(db(), 'node-a', s.stream).map((r) => r.status)).toEqual(['checkpointed']);    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 200 });
+  });
+
+  it('settles now, with a final capture, when the authorization nears its capture deadline', async () => {
+    const created = Math.floor(Date.now() / 1000) - 7 * 86_400 + 1800; // 30 min before the 7-day deadline
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct, created, captureBefore: null }) as { id: string };
+    const s = await open(pi.id);
+    const fresh = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s2 = await open(fresh.id);
+    // whatever the policy, the engine asks closeRequested(): true near the deadline only
+    expect(await rail.closeRequested(streams.get(db(), 'node-a', s.stream)!)).toBe(true);
+    expect(await rail.closeRequested(streams.get(db(), 'node-a', s2.stream)!)).toBe(false);
+    await s.bill(10_000n);
+    await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 1, status: 'succeeded', amount_capturable: 0 });
+  });
+});
