@@ -17,6 +17,11 @@ export type SettlementState =
 export interface Rail {
   readonly mode: RailMode;
   readonly env: RailEnv;
+  /**
+   * How much of the billed truth the rail can settle now (card: floored to whole minor units of the currency).
+   * The engine settles exactly this amount and starts nothing when it is not above what is settled.
+   */
+  settleable?(stream: StreamRow): bigint;
   /** Whether this rail can settle the stream at all (escrow: its credential names this chain and contract). */
   accepts?(stream: StreamRow): boolean;
   /** Refuse to start on any doubt: chain id, keys vs rail, token decimals. Throws a config error naming the problem. */

@@ -115,12 +115,14 @@ export class Settler {
       if (c.in_flight || c.billed_micro <= c.settled) continue;
       const closing = c.status !== 'open' || !!c.rev_ahead || (c.budget_status !== null && c.budget_status !== 'active') || now >= Number(c.exp) * 1000;
       const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
-      let due = c.billed_micro - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);
       const row = streams.get(this.store.db, c.node_id, c.id);
       if (!row || (this.rail.accepts && !this.rail.accepts(row))) continue;
+      const target = this.rail.settleable ? this.rail.settleable(row) : row.billed_micro;
+      if (target <= c.settled) continue; // e.g. only a remainder below the rail's smallest unit
+      let due = target - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);
       if (!due && this.policy.onClose && this.rail.closeRequested) due = await this.rail.closeRequested(row).catch(() => false);
       if (!due) continue;
-      await this.#submit(row, row.billed_micro); // the row read last: its billed truth and voucher belong together
+      await this.#submit(row, target); // from the row read last: its billed truth and voucher belong together
     }
   }
 

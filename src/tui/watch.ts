@@ -10,7 +10,8 @@ const h = React.createElement;
 type Json = Record<string, any>;
 
 export const STAGE_COLOR: Record<Stage, string> = { normal: 'green', low: 'yellow', critical: 'red', halted: 'gray' };
-const BAR_WIDTH = 16;
+/** The headroom bar: narrower on terminals under 120 columns so the money columns still fit. */
+export const barWidthFor = (columns: number) => (columns >= 120 ? 16 : 10);
 const ID_WIDTH = 28;
 
 const clock = (d: Date) => d.toTimeString().slice(0, 8);
@@ -41,9 +42,9 @@ function columnsFor(rows: StreamRow[]): Columns {
   };
 }
 
-function StreamLine({ row, c, selected }: { row: StreamRow; c: Columns; selected: boolean }): React.ReactElement {
+function StreamLine({ row, c, selected, barWidth }: { row: StreamRow; c: Columns; selected: boolean; barWidth: number }): React.ReactElement {
   const color = STAGE_COLOR[row.degradationStage] ?? 'white';
-  const b = bar(row.billedMicro, row.capMicro, BAR_WIDTH);
+  const b = bar(row.billedMicro, row.capMicro, barWidth);
   return h(
     Text,
     { wrap: 'truncate-end' },
@@ -66,14 +67,14 @@ function StreamLine({ row, c, selected }: { row: StreamRow; c: Columns; selected
   );
 }
 
-export function StreamTable({ streams, selected, maxRows, more }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean }): React.ReactElement {
+export function StreamTable({ streams, selected, maxRows, more, barWidth = 16 }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean; barWidth?: number }): React.ReactElement {
   if (!streams.length) return h(Text, { dimColor: true }, 'no streams yet: they appear when a credential aimed at this node is verified by the daemon');
   const c = columnsFor(streams);
   const rows = Math.max(1, maxRows);
   // Keep the selection in view: a window of `rows` streams around it.
   const start = Math.min(Math.max(0, selected - Math.floor(rows / 2)), Math.max(0, streams.length - rows));
   const shown = streams.slice(start, start + rows);
-  const head = `  ${'STREAM'.padEnd(c.id)}  ${'STAGE'.padEnd(c.stage)}  ${'HEADROOM (billed/cap)'.padEnd(BAR_WIDTH + 7)}  ${'REMAINING'.padEnd(c.remaining)}  ${'FINALITY'.padEnd(c.finality)}  ${'FINAL'.padEnd(c.final)}  UNSETTLED`;
+  const head = `  ${'STREAM'.padEnd(c.id)}  ${'STAGE'.padEnd(c.stage)}  ${'BILLED/CAP'.padEnd(barWidth + 7)}  ${'REMAINING'.padEnd(c.remaining)}  ${'FINALITY'.padEnd(c.finality)}  ${'FINAL'.padEnd(c.final)}  UNSETTLED`;
   const above = start;
   const below = streams.length - start - shown.length;
   return h(
@@ -81,7 +82,7 @@ export function StreamTable({ streams, selected, maxRows, more }: { streams: Str
     { flexDirection: 'column' },
     h(Text, { bold: true, wrap: 'truncate-end' }, head),
     above > 0 ? h(Text, { dimColor: true }, `  … ${above} above`) : null,
-    ...shown.map((row, i) => h(StreamLine, { key: row.stream, row, c, selected: start + i === selected })),
+    ...shown.map((row, i) => h(StreamLine, { key: row.stream, row, c, selected: start + i === selected, barWidth })),
     below > 0 ? h(Text, { dimColor: true }, `  … ${below} below`) : null,
     more ? h(Text, { dimColor: true }, `  (the first ${STREAM_PAGE} streams; \`node-svc streams list --all\` lists every one)`) : null,
   );
@@ -121,7 +122,31 @@ export function WebhookPanel({ webhooks }: { webhooks: WebhookRow[] }): React.Re
   );
 }
 
-const field = (label: string, value: React.ReactNode) => h(Text, { wrap: 'truncate-end' }, h(Text, { dimColor: true }, label.padEnd(16)), value);
+/** One line for the webhook panel when the terminal is too short for it and the detail. */
+export function WebhookSummary({ webhooks }: { webhooks: WebhookRow[] }): React.ReactElement {
+  const sum = (k: 'pending' | 'retrying' | 'dead') => webhooks.reduce((n, w) => n + (w.health?.[k] ?? 0), 0);
+  const retrying = sum('retrying');
+  const dead = sum('dead');
+  return h(
+    Box,
+    { marginTop: 1 },
+    h(
+      Text,
+      { wrap: 'truncate-end' },
+      h(Text, { bold: true }, 'WEBHOOKS'),
+      `  ${webhooks.length} subscription${webhooks.length === 1 ? '' : 's'}: pending ${sum('pending')}  retrying `,
+      h(Text, { color: retrying ? 'yellow' : undefined }, String(retrying)),
+      '  dead ',
+      h(Text, { color: dead ? 'red' : undefined }, String(dead)),
+      h(Text, { dimColor: true }, '  (close the detail for the panel)'),
+    ),
+  );
+}
+
+const field = (label: string, value: React.ReactNode) => h(Text, { wrap: 'truncate-end' }, h(Text, { dimColor: true }, label.padEnd(14)), value);
+
+/** Lines the detail panel takes (margin, border, title, seven rows): the layout budget counts on it. */
+export const DETAIL_LINES = 11;
 
 export function DetailPanel({ row, detail, error }: { row: StreamRow | undefined; detail: StreamDetail | null; error: string | null }): React.ReactElement {
   const box = (...children: React.ReactNode[]) =>
@@ -133,21 +158,37 @@ export function DetailPanel({ row, detail, error }: { row: StreamRow | undefined
   const a = hr.asset as string;
   const m = (v: string | null | undefined) => (v === null || v === undefined ? '-' : formatMicro(v, a));
   const stage = hr.degradationStage as Stage;
+  const fr: Json = f.frontier ?? {};
+  const bt: Json = f.billedTruth ?? {};
+  // Two columns, headroom | finality, so the detail fits a 24-row terminal beside the table.
   return box(
     h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, hr.stream), '  ', h(Text, { color: STAGE_COLOR[stage] }, stage), `  (${hr.status})  budget ${row.budget}  payer ${row.payer}  ${row.mode}  expires ${row.expiresAt}`),
-    h(Text, { bold: true }, 'headroom'),
-    field('  cap', m(hr.capMicro)),
-    field('  billed', m(hr.billedMicro)),
-    field('  remaining', `${m(hr.remainingCapMicro)}  = ${hr.remainingUnits} units at ${m(hr.unitPriceMicro)}`),
-    field('  rate', `${m(hr.rate?.observedMicroPerSecond)}/s observed${hr.rate?.limitMicroPerSecond ? `, limit ${m(hr.rate.limitMicroPerSecond)}/s` : ', no limit'}`),
-    h(Text, { bold: true }, 'finality'),
-    field('  finality', h(Text, { color: f.finality === 'final' ? 'green' : 'yellow' }, f.finality === 'final' ? 'final' : `${f.finality} (not a credit signal)`)),
-    field('  final', m(f.finalMicro)),
-    field('  checkpointed', m(f.checkpointedMicro)),
-    field('  frontier', `${m(f.frontier?.amountMicro)}  ${f.frontier?.finality ?? '-'}  ref ${f.frontier?.reference ?? '-'}${f.frontier?.checkpointedAt ? `  checkpointed ${f.frontier.checkpointedAt}` : ''}${f.frontier?.finalAt ? `  final ${f.frontier.finalAt}` : ''}`),
-    field('  billed truth', `${m(f.billedTruth?.amountMicro)}  (${f.billedTruth?.units ?? '0'} units${f.billedTruth?.signedAt ? `, signed ${f.billedTruth.signedAt}` : ''})`),
-    field('  unsettled', m(f.unsettledMicro)),
-    error ? h(Text, { color: 'red' }, `refresh failed: ${error}`) : h(Text, { dimColor: true }, `as of ${hr.asOf ?? detail.at}`),
+    h(
+      Box,
+      { flexDirection: 'row' },
+      h(
+        Box,
+        { flexDirection: 'column', width: '50%', paddingRight: 1 },
+        h(Text, { bold: true }, 'headroom'),
+        field('cap', m(hr.capMicro)),
+        field('billed', m(hr.billedMicro)),
+        field('remaining', m(hr.remainingCapMicro)),
+        field('units left', `${hr.remainingUnits} at ${m(hr.unitPriceMicro)}`),
+        field('rate', `${m(hr.rate?.observedMicroPerSecond)}/s${hr.rate?.limitMicroPerSecond ? ` of ${m(hr.rate.limitMicroPerSecond)}/s` : ' (no limit)'}`),
+        error ? h(Text, { color: 'red', wrap: 'truncate-end' }, `refresh failed: ${error}`) : field('as of', String(hr.asOf ?? detail.at)),
+      ),
+      h(
+        Box,
+        { flexDirection: 'column', flexGrow: 1, width: '50%' },
+        h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, 'finality'), '      ', h(Text, { color: f.finality === 'final' ? 'green' : 'yellow' }, f.finality === 'final' ? 'final' : `${f.finality} (not a credit signal)`)),
+        field('final', m(f.finalMicro)),
+        field('checkpointed', m(f.checkpointedMicro)),
+        field('frontier', `${m(fr.amountMicro)} ${fr.finality ?? '-'}${fr.finalAt ? ` at ${fr.finalAt}` : fr.checkpointedAt ? ` at ${fr.checkpointedAt}` : ''}`),
+        field('reference', String(fr.reference ?? '-')),
+        field('billed truth', `${m(bt.amountMicro)} · ${bt.units ?? '0'} units${bt.signedAt ? ` · signed ${bt.signedAt}` : ''}`),
+        field('unsettled', m(f.unsettledMicro)),
+      ),
+    ),
   );
 }
 
@@ -162,14 +203,21 @@ export interface ViewProps {
   detailOpen: boolean;
   detail: StreamDetail | null;
   detailError: string | null;
-  /** Terminal rows, to size the stream table. */
+  /** Terminal size, to fit the stream table and the bar. */
   rows: number;
+  columns: number;
 }
 
 export function WatchView(p: ViewProps): React.ReactElement {
   const streams = p.snapshot?.streams ?? [];
-  const webhookLines = p.snapshot ? Math.max(1, p.snapshot.webhooks.length * 2) + 2 : 0;
-  const maxRows = Math.max(3, p.rows - 7 - webhookLines - (p.detailOpen ? 17 : 0) - (p.error ? 1 : 0));
+  // Fit the terminal: header, table head and footer; the detail; the webhook panel (one summary line when the detail
+  // needs its room); then as many stream rows as are left (at least 3), with two lines for "… N above/below".
+  const fixed = 6 + (p.error ? 1 : 0);
+  const detailLines = p.detailOpen ? DETAIL_LINES : 0;
+  const hooks = p.snapshot?.webhooks ?? [];
+  const hooksLines = 2 + Math.max(1, hooks.length * 2);
+  const collapseHooks = p.detailOpen && p.rows < fixed + detailLines + hooksLines + 3 + 2;
+  const maxRows = Math.max(3, p.rows - fixed - detailLines - (collapseHooks ? 2 : hooksLines) - 2);
   return h(
     Box,
     { flexDirection: 'column' },
@@ -179,9 +227,9 @@ export function WatchView(p: ViewProps): React.ReactElement {
       ? h(
           Box,
           { flexDirection: 'column', marginTop: 1 },
-          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams }),
+          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns) }),
           p.detailOpen ? h(DetailPanel, { row: streams[p.selected], detail: p.detail, error: p.detailError }) : null,
-          h(WebhookPanel, { webhooks: p.snapshot.webhooks }),
+          collapseHooks ? h(WebhookSummary, { webhooks: hooks }) : h(WebhookPanel, { webhooks: hooks }),
         )
       : h(Box, { marginTop: 1 }, h(Text, { dimColor: true }, p.error ? 'no data yet' : 'loading…')),
     h(
@@ -301,7 +349,7 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
     }
   });
 
-  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24 });
+  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24, columns: stdout.columns || 80 });
 }
 
 export interface RunWatchOptions extends WatchProps {

@@ -184,19 +184,19 @@ describe('card rail with the settlement engine', () => {
     expect(evts(s.stream)[0]!.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123, amount_capturable: 377, status: 'requires_capture' });
     expect(await s.finality()).toMatchObject({ finality: 'checkpointed', checkpointedMicro: '1230000', finalMicro: '0', unsettledMicro: '4567' });
-    // the remainder below one cent is parked, not captured, not retried every tick
+    // the remainder below one cent is not settleable: no settlement is started for it, nothing retried every tick
     await sleep(300);
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123 });
     const rows = settlements.forStream(db(), 'node-a', s.stream);
     expect(rows.filter((r) => r.status === 'failed')).toHaveLength(0);
-    expect(rows.map((r) => r.amount_micro)).toEqual([1_230_000n, 1_234_567n]);
+    expect(rows.map((r) => r.amount_micro)).toEqual([1_230_000n]);
 
     p.makeAvailable(cp.data.reference!);
     const fin = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.final'), 'final');
     expect(fin.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
     expect(await s.finality()).toMatchObject({ finality: 'final', finalMicro: '1230000' });
 
-    await s.bill(2_500_000n); // the parked remainder is superseded; the next capture is the delta 250 - 123 = 127 cents
+    await s.bill(2_500_000n); // the next capture is the delta 250 - 123 = 127 cents
     await eventually(() => evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').length === 2, 'second checkpoint');
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 250 });
     const cps = evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').map((e) => e.data.amountMicro);

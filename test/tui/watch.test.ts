@@ -167,8 +167,10 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
     term.press(KEY.enter);
     const detail = await term.waitFor((s) => s.includes('billed truth') && s.includes('frontier'), 'detail view');
     const billedOf: Record<string, string> = { [ID.normal]: '0.100000', [ID.low]: '0.850000', [ID.critical]: '0.960000', [ID.halted]: '1.000000' };
-    expect(detail).toMatch(new RegExp(`billed truth\\s+${billedOf[second!]!.replace('.', '\\.')} USDC\\s+\\(40 units, signed `));
-    expect(detail).toMatch(/frontier\s+0\.000000 USDC\s+none\s+ref -/);
+    expect(detail).toContain(`${second}  ${Object.entries(ID).find(([, id]) => id === second)![0]}  (`); // the title names the selected stream
+    expect(detail).toMatch(new RegExp(`billed truth\\s+${billedOf[second!]!.replace('.', '\\.')} USDC · 40 units · signed \\d{4}-`));
+    expect(detail).toMatch(/frontier\s+0\.000000 USDC none/);
+    expect(detail).toMatch(/reference\s+-/);
     expect(detail).toMatch(/finality\s+none \(not a credit signal\)/);
     expect(detail).toMatch(/cap\s+1\.000000 USDC/);
     // the detail follows the selection

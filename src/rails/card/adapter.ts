@@ -39,10 +39,8 @@
 //   a bad signature answers 400 problem+json and changes nothing; an event whose `livemode` does not match the rail
 //   answers 400 too. A good one wakes the settler (settlements and refunds are polled now) and answers
 //   200 `{received: true}`. Webhooks only make things faster: polling on every settler tick is the fallback.
-// - Engine gaps, worked around here until the settler has a hook for them (see the report): the engine inserts the
-//   settlement at the billed amount, so submit() lowers the fresh row to the floored amount before sending; when
-//   only a sub-minor-unit remainder is unsettled, the row is parked (`remainder:pi_…`, still in flight, nothing
-//   sent) until a newer voucher supersedes it, so the engine does not retry it every tick.
+// - Rounding with the engine: settleable() tells the settler the billed truth floored to whole minor units, so it
+//   settles exactly that and starts nothing while only a remainder below one minor unit is unsettled.
 import { createHash } from 'node:crypto';
 import type { Hono } from 'hono';
 import Stripe from 'stripe';
@@ -55,7 +53,7 @@ import type { SettlementRow } from '../../store/settlements.js';
 import { streams, type StreamRow } from '../../store/streams.js';
 import { VERSION } from '../../version.js';
 import type { Rail, RailEnv, SettlementState } from '../rail.js';
-import { currencyOfAsset, microPerMinor } from './currency.js';
+import { currencyOfAsset, microPerMinor, floorToMinor } from './currency.js';
 import { capturedCardStreams, cardRefunds, cardSettlements } from './store.js';
 
 export interface CardConfig {
@@ -90,7 +88,6 @@ interface CaptureDetail {
   idempotencyKey: string;
   balanceTransaction?: string;
 }
-interface RemainderDetail { kind: 'remainder'; paymentIntent: string; billedMicro: string; settledMicro: string }
 
 const piOfClaims = (claims: string): string | undefined => {
   try {
@@ -234,8 +231,13 @@ export class CardRail implements Rail {
     return undefined;
   }
 
+  /** Only whole minor units are captured: the billed truth floored to the currency's minor unit. */
+  settleable(stream: StreamRow): bigint {
+    const currency = currencyOfAsset(stream.asset);
+    return currency ? floorToMinor(stream.billed_micro, currency) : 0n;
+  }
+
   async submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void> {
-    const db = this.#db();
     const piId = this.#piOf(stream);
     const pi = await this.#retrieve(piId);
     const { currency, mpm } = this.#check(stream, pi);
@@ -244,16 +246,8 @@ export class CardRail implements Rail {
     const capturedMinor = BigInt(pi.amount_received);
     if (capturedMinor * mpm < stream.checkpointed_micro)
       throw new Error(`payment intent ${piId} has ${capturedMinor} ${currency} minor units captured, less than stream ${stream.id} already settled: its captures are on another authorization; nothing captured`);
-    const id = cardSettlements.pendingId(db, stream.node_id, stream.id, amount);
-    if (!id) throw new Error(`no fresh settlement of ${amount} micro for stream ${stream.id}`);
-
-    if (targetMicro <= stream.checkpointed_micro) {
-      // Only a remainder below one minor unit is unsettled: park it (nothing is sent) until a newer voucher.
-      const d: RemainderDetail = { kind: 'remainder', paymentIntent: piId, billedMicro: amount.toString(), settledMicro: stream.checkpointed_micro.toString() };
-      record(`remainder:${piId}`, JSON.stringify(d));
-      return;
-    }
-    if (targetMicro !== amount) cardSettlements.floorAmount(db, id, targetMicro); // the row says what is really captured
+    // The engine asks for settleable() amounts: whole minor units, above what is settled.
+    if (targetMicro !== amount || targetMicro <= stream.checkpointed_micro) throw new Error(`${amount} micro is not a new whole number of ${currency} minor units; nothing captured`);
     const charge = pi.latest_charge.id;
     const key = `node-svc-capture-${createHash('sha256').update(`${stream.node_id}\0${stream.id}\0${piId}\0${targetMinor}`).digest('hex').slice(0, 48)}`;
     const base = { kind: 'capture' as const, paymentIntent: piId, charge, currency, targetMinor: targetMinor.toString(), idempotencyKey: key };
@@ -291,13 +285,7 @@ export class CardRail implements Rail {
 
   async status(s: SettlementRow): Promise<SettlementState> {
     const db = this.#db();
-    const d = JSON.parse(s.detail ?? '{}') as CaptureDetail | RemainderDetail;
-    if (d.kind === 'remainder') {
-      const row = streams.get(db, s.node_id, s.stream);
-      return row && row.billed_micro > s.amount_micro
-        ? { state: 'failed', error: 'superseded by a newer voucher (the parked remainder was below one minor unit)' }
-        : { state: 'submitted', note: 'remainder below one minor unit' };
-    }
+    const d = JSON.parse(s.detail ?? '{}') as CaptureDetail;
     if (d.kind !== 'capture') return { state: 'failed', error: 'unknown card settlement detail' };
     if (s.reference?.startsWith('txn_')) {
       let bt: Stripe.BalanceTransaction;

@@ -23,13 +23,6 @@ export const capturedCardStreams = (db: Db) =>
   }>;
 
 export const cardSettlements = {
-  /** The engine's fresh row for (stream, amount), before anything was sent. */
-  pendingId: (db: Db, nodeId: string, stream: string, amount: bigint) =>
-    (stmt(db, "SELECT id FROM settlements WHERE node_id = ? AND stream = ? AND amount_micro = ? AND status = 'pending' AND rail = 'card'", true)
-      .get(nodeId, stream, amount) as { id: string } | undefined)?.id,
-  /** Lower a fresh row's amount to what is really captured (whole minor units), before it is sent. */
-  floorAmount: (db: Db, id: string, amount: bigint) =>
-    stmt(db, "UPDATE settlements SET amount_micro = ? WHERE id = ? AND status = 'pending'").run(amount, id).changes > 0,
   /** A capture found after its answer was lost: point the row at it. */
   setReference: (db: Db, id: string, reference: string, detail: string) =>
     stmt(db, "UPDATE settlements SET reference = ?, detail = ? WHERE id = ? AND status = 'submitted'").run(reference, detail, id),
