@@ -126,6 +126,10 @@ export function buildProgram(sink: Sink, json = false): Command {
       sink(await (await import('./commands/daemon.js')).daemon(globals(cmd), o, sources));
     });
 
+  program.command('watch').description("live view of the node's streams and webhook delivery health (one JSON snapshot when piped or with --json)")
+    .option('--interval <seconds>', 'seconds between refreshes', '1')
+    .action(run(async (g, o: { interval: string }) => (await import('./commands/watch.js')).watch(g, o)));
+
   program.command('backup <file>').description('online backup of the store (consistent while the daemon runs)').option('--force', 'overwrite the file')
     .action(run(async (g, file: string, o: { force?: boolean }) => (await import('./commands/backup.js')).backup(g, file, o)));
 
