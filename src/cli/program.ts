@@ -87,7 +87,8 @@ export function buildProgram(sink: Sink, json = false): Command {
   const D = () => import('./commands/dev.js');
   const devCmd = program.command('dev').description('a complete local sandbox: chain, escrow rail, daemon, webhook receiver, simulated payer (what `npm start` runs)')
     .option('--port <port>', 'daemon port (0 picks a free one)', '8787').option('--pace <seconds>', 'seconds between simulated vouchers', '2').option('--quiet', 'do not print payer and webhook lines')
-    .action(run(async (g, o: { port: string; pace: string; quiet?: boolean }) => (await D()).dev(g, o)));
+    .option('--mode <mode>', 'escrow (local chain) or card (local card processor)', 'escrow')
+    .action(run(async (g, o: { port: string; pace: string; quiet?: boolean; mode: string }) => (await D()).dev(g, o)));
   devCmd.command('credential').description('mint a credential as the sandbox issuer (prints the JWS)')
     .requiredOption('--stream <id>').option('--cap <micro>', 'cap in micro units', '5000000').option('--unit-price <micro>', 'micro units per network unit', '100')
     .option('--rate <micro>', 'rate limit, micro units per second').option('--ttl <duration>', 'lifetime', '1h').option('--budget <id>')

@@ -21,6 +21,8 @@ export interface CredentialOpts {
   /** Escrow terms: with them the credential carries cnf.addr (EIP-712 vouchers); without, cnf.jwk (JWS vouchers). */
   escrow?: { payerAddress: string; chainId: number; contract: string; channel: string };
   mode?: 'escrow' | 'card';
+  /** More claims (card: `paymentIntent`). */
+  extra?: Record<string, unknown>;
 }
 
 export function mintCredential(st: SandboxState, o: CredentialOpts): string {
@@ -33,6 +35,7 @@ export function mintCredential(st: SandboxState, o: CredentialOpts): string {
   if (o.rateMicroPerSecond !== undefined) claims.rate = o.rateMicroPerSecond.toString();
   if (o.escrow) Object.assign(claims, { cnf: { addr: o.escrow.payerAddress }, chainId: o.escrow.chainId, escrow: o.escrow.contract, channel: o.escrow.channel });
   else claims.cnf = { jwk: publicJwk(st.payer.privateJwk) };
+  if (o.extra) Object.assign(claims, o.extra);
   return signJws({ alg: 'EdDSA', typ: 'allowance+jwt', kid: st.issuer.kid }, claims, st.issuer.privateJwk);
 }
 

@@ -5,12 +5,12 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { writeFileSync } from 'node:fs';
-import type { Hex } from 'viem';
+import { randomBytes } from 'node:crypto';
 import { formatMicro } from '../domain/amount.js';
 import { NodeSvcError } from '../domain/errors.js';
 import { startDaemon, type Daemon } from '../daemon.js';
 import { log } from '../log.js';
-import { railFromFlags } from '../rails/config.js';
+import { railFromFlags, type RailFlags } from '../rails/config.js';
 import type { SandboxChain } from '../rails/escrow/sandbox.js';
 import { createClient, type Client } from '../sdk/client.js';
 import { createConsumer } from '../sdk/consumer.js';
@@ -18,10 +18,11 @@ import { addKeys, addNode, rotateToken } from '../service/admin.js';
 import { openStore } from '../store/db.js';
 import { nodes } from '../store/admin.js';
 import { loadState, newState, publicJwk, saveState, type SandboxState } from './state.js';
-import { mintCredential } from './mint.js';
+import { mintCredential, mintVoucher } from './mint.js';
 
 export interface DevOptions {
   dataDir: string;
+  mode: 'escrow' | 'card';
   port: number;
   /** Seconds between simulated vouchers (per stream). */
   pace: number;
@@ -59,14 +60,7 @@ function prepare(dataDir: string): SandboxState {
 
 export async function startSandbox(o: DevOptions): Promise<Sandbox> {
   const st = prepare(o.dataDir);
-  const { startSandboxChain } = await import('../rails/escrow/sandbox.js').catch(() => {
-    throw new NodeSvcError('config', 'the sandbox chain (ganache) is not available in this installation', { hint: 'run `npm ci` in the node-svc checkout, or use the npm package rather than the single binary for `dev`' });
-  });
-  const chain: SandboxChain = await startSandboxChain({ dbPath: join(o.dataDir, 'chain'), blockTime: 1, ...(st.chain ? { reuse: st.chain } : {}) });
-  st.chain = { escrow: chain.escrow, token: chain.token };
-  saveState(o.dataDir, st);
-  const walletFile = join(o.dataDir, 'wallet.key');
-  writeFileSync(walletFile, chain.operator.key, { mode: 0o600 });
+  const rails = o.mode === 'card' ? await cardRail(o.dataDir) : await escrowRail(o.dataDir, st);
 
   let token: string;
   {
@@ -77,15 +71,12 @@ export async function startSandbox(o: DevOptions): Promise<Sandbox> {
       store.close();
     }
   }
-  const rail = await railFromFlags({
-    mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow,
-    walletKeyFile: walletFile, confirmations: '2', settleThreshold: '500000', settleInterval: '15s',
-  }, {});
+  const rail = await railFromFlags(rails.flags, {});
   let daemon: Daemon;
   try {
     daemon = await startDaemon({ dataDir: o.dataDir, host: '127.0.0.1', port: o.port, rateLimit: 0, ...(rail ? { rail } : {}) });
   } catch (err) {
-    await chain.stop();
+    await rails.stop();
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new NodeSvcError('config', `port ${o.port} is in use`, { hint: 'stop what uses it, or pass --port <n> (0 picks a free one)' });
     throw err;
   }
@@ -93,7 +84,7 @@ export async function startSandbox(o: DevOptions): Promise<Sandbox> {
 
   // A receiver on the reference consumer, subscribed to every event: the sandbox shows webhooks arriving.
   const receiver = await startReceiver(client, o);
-  const payer = new SimulatedPayer(st, chain, client, o, st.runs);
+  const payer = new SimulatedPayer(st, rails.payer(daemon.url), client, o, st.runs);
   await payer.start();
   return {
     url: daemon.url,
@@ -105,10 +96,80 @@ export async function startSandbox(o: DevOptions): Promise<Sandbox> {
       await new Promise<void>((r) => receiver.server.close(() => r()));
       await client.deleteWebhook(receiver.subscription).catch(() => undefined);
       await daemon.stop();
-      await chain.stop();
+      await rails.stop();
     },
   };
 }
+
+/** What the simulated payer needs from a rail: open a paid stream, sign a voucher. */
+interface PayerRail {
+  open(id: string, cap: bigint, unit: bigint, budget: string): Promise<{ credential: string; voucher(amount: bigint, units: bigint): Promise<unknown> }>;
+  /** Called on every payer step (card: the processor makes captured funds available). */
+  tick?(): Promise<void>;
+}
+
+interface RailSandbox {
+  flags: RailFlags;
+  payer(daemonUrl: string): PayerRail;
+  stop(): Promise<void>;
+}
+
+/** Escrow: the local chain (persisted in <data-dir>/chain), the escrow contract, the payee wallet. */
+async function escrowRail(dataDir: string, st: SandboxState): Promise<RailSandbox> {
+  const { startSandboxChain } = await import('../rails/escrow/sandbox.js').catch(() => {
+    throw new NodeSvcError('config', 'the sandbox chain (ganache) is not available in this installation', { hint: 'run `npm ci` in the node-svc checkout, or use the npm package rather than the single binary for `dev`' });
+  });
+  const chain: SandboxChain = await startSandboxChain({ dbPath: join(dataDir, 'chain'), blockTime: 1, ...(st.chain ? { reuse: st.chain } : {}) });
+  st.chain = { escrow: chain.escrow, token: chain.token };
+  saveState(dataDir, st);
+  const walletFile = join(dataDir, 'wallet.key');
+  writeFileSync(walletFile, chain.operator.key, { mode: 0o600 });
+  return {
+    flags: { mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow, walletKeyFile: walletFile, confirmations: '2', settleThreshold: '500000', settleInterval: '15s' },
+    payer: () => ({
+      async open(id, cap, unit, budget) {
+        const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: cap });
+        const terms = { chainId: chain.chainId, escrow: chain.escrow, channel };
+        const credential = mintCredential(st, { stream: id, budget, capMicro: cap, unitPriceMicro: unit, ttlSeconds: 24 * 3600, escrow: { payerAddress: chain.payer.address, chainId: chain.chainId, contract: chain.escrow, channel } });
+        return { credential, voucher: async (amount, units) => ({ stream: id, amount: amount.toString(), units: units.toString(), signature: await chain.signVoucher(terms, amount) }) };
+      },
+    }),
+    stop: () => chain.stop(),
+  };
+}
+
+/** Card: a local processor (in memory: a new one each run) with the node's connected account and test keys. */
+async function cardRail(dataDir: string): Promise<RailSandbox> {
+  const { startLocalProcessor } = await import('../rails/card/processor.js');
+  const p = await startLocalProcessor();
+  const account = p.createAccount('acct_sandboxnode').id;
+  const keyFile = join(dataDir, 'card.key');
+  const secretFile = join(dataDir, 'card-webhook.secret');
+  const secret = `whsec_${randomBytes(24).toString('base64')}`;
+  writeFileSync(keyFile, p.testKey, { mode: 0o600 });
+  writeFileSync(secretFile, secret, { mode: 0o600 });
+  return {
+    flags: { mode: 'card', rail: 'sandbox', cardApi: p.url, cardAccount: account, cardKeyFile: keyFile, cardWebhookSecretFile: secretFile, settleThreshold: '500000', settleInterval: '15s' },
+    payer: (daemonUrl) => ({
+      async open(id, cap, unit, budget) {
+        const pi = p.createPaymentIntent({ amount: Number(cap / 10_000n), currency: 'usd', destination: account }) as { id: string };
+        const credential = mintCredential(stFor(dataDir), { stream: id, budget, capMicro: cap, unitPriceMicro: unit, ttlSeconds: 24 * 3600, mode: 'card', asset: 'USD', extra: { paymentIntent: pi.id } });
+        return { credential, voucher: async (amount, units) => mintVoucher(stFor(dataDir), id, amount, units) };
+      },
+      async tick() {
+        // The processor makes captured funds available, and says so with a signed webhook.
+        for (const bt of p.balanceTransactions()) {
+          if (bt.status !== 'pending') continue;
+          const done = p.makeAvailable(String(bt.id));
+          await p.sendWebhook(`${daemonUrl}/processor/webhook`, secret, p.event('balance.available', done)).catch(() => undefined);
+        }
+      },
+    }),
+    stop: () => p.close(),
+  };
+}
+
+const stFor = (dataDir: string) => loadState(dataDir)!;
 
 async function startReceiver(client: Client, o: DevOptions): Promise<{ server: Server; subscription: string }> {
   for (const s of (await client.listWebhooks()).data) if (s.description === 'node-svc dev receiver') await client.deleteWebhook(s.id);
@@ -141,12 +202,12 @@ function describeEvent(type: string, d: Record<string, unknown>): string {
 class SimulatedPayer {
   readonly streams: string[] = [];
   #timer: NodeJS.Timeout | undefined;
-  #state = new Map<string, { cap: bigint; unit: bigint; billed: bigint; units: bigint; channel: Hex }>();
+  #state = new Map<string, { cap: bigint; unit: bigint; billed: bigint; units: bigint; voucher(amount: bigint, units: bigint): Promise<unknown> }>();
   #next = 0;
   #stopped = false;
   #step: Promise<void> = Promise.resolve();
 
-  constructor(private st: SandboxState, private chain: SandboxChain, private client: Client, private o: DevOptions, private run: number) {}
+  constructor(private st: SandboxState, private rail: PayerRail, private client: Client, private o: DevOptions, private run: number) {}
 
   async start(): Promise<void> {
     for (const [cap, unit] of [[5_000_000n, 250n], [2_000_000n, 100n], [1_000_000n, 500n]] as const) await this.#open(cap, unit);
@@ -170,25 +231,21 @@ class SimulatedPayer {
 
   async #open(cap: bigint, unit: bigint): Promise<void> {
     const id = `run${this.run}-stream-${++this.#next}`;
-    const channel = await this.chain.openChannel({ id, payee: this.chain.operator.address, deposit: cap });
-    const credential = mintCredential(this.st, {
-      stream: id, budget: `run${this.run}-budget`, capMicro: cap, unitPriceMicro: unit, ttlSeconds: 24 * 3600,
-      escrow: { payerAddress: this.chain.payer.address, chainId: this.chain.chainId, contract: this.chain.escrow, channel },
-    });
+    const { credential, voucher } = await this.rail.open(id, cap, unit, `run${this.run}-budget`);
     await this.client.verifyAllowance(credential);
-    this.#state.set(id, { cap, unit, billed: 0n, units: 0n, channel });
+    this.#state.set(id, { cap, unit, billed: 0n, units: 0n, voucher });
     this.streams.push(id);
-    if (!this.o.quiet) this.o.out(`payer    opened ${id}: cap ${formatMicro(cap, 'USDC')}`);
+    if (!this.o.quiet) this.o.out(`payer    opened ${id}: cap ${formatMicro(cap, this.o.mode === 'card' ? 'USD' : 'USDC')}`);
   }
 
   async #advance(): Promise<void> {
+    await this.rail.tick?.();
     for (const [id, s] of this.#state) {
       if (s.billed >= s.cap) continue;
       const work = BigInt(200 + Math.floor(Math.random() * 1800)); // network units done since the last voucher
       const units = s.units + work;
       const amount = units * s.unit > s.cap ? s.cap : units * s.unit;
-      const signature = await this.chain.signVoucher({ chainId: this.chain.chainId, escrow: this.chain.escrow, channel: s.channel }, amount);
-      await this.client.submitVoucher(id, { stream: id, amount: amount.toString(), units: units.toString(), signature });
+      await this.client.submitVoucher(id, await s.voucher(amount, units));
       s.billed = amount;
       s.units = units;
       if (amount >= s.cap) {

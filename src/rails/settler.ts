@@ -24,6 +24,8 @@ export class Settler {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
+  /** Streams whose settlement failed: retried with exponential backoff (a refused one must not spin every tick). */
+  readonly #backoff = new Map<string, { failures: number; nextAt: number }>();
   constructor(
     private readonly store: Store,
     private readonly rail: Rail,
@@ -86,6 +88,7 @@ export class Settler {
     db.transaction(() => {
       const ref = s.reference!;
       if (st.state === 'failed') {
+        this.#failed(s.node_id, s.stream);
         metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
         settlements.failed(db, s.id, st.error);
         log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
@@ -93,6 +96,7 @@ export class Settler {
         if (s.status === 'checkpointed') settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
       } else if (st.state === 'checkpointed' || st.state === 'final') {
         if (s.status === 'pending' || s.status === 'submitted') {
+          this.#backoff.delete(`${s.node_id}\0${s.stream}`);
           settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
           for (const extra of this.rail.onCheckpoint?.(s) ?? []) recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
           frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
@@ -113,6 +117,8 @@ export class Settler {
     const now = this.now();
     for (const c of unsettledStreams(this.store.db, this.rail.mode)) {
       if (c.in_flight || c.billed_micro <= c.settled) continue;
+      const wait = this.#backoff.get(`${c.node_id}\0${c.id}`);
+      if (wait && now < wait.nextAt) continue;
       const closing = c.status !== 'open' || !!c.rev_ahead || (c.budget_status !== null && c.budget_status !== 'active') || now >= Number(c.exp) * 1000;
       const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
       const row = streams.get(this.store.db, c.node_id, c.id);
@@ -124,6 +130,12 @@ export class Settler {
       if (!due) continue;
       await this.#submit(row, target); // from the row read last: its billed truth and voucher belong together
     }
+  }
+
+  #failed(nodeId: string, stream: string): void {
+    const k = `${nodeId}\0${stream}`;
+    const failures = (this.#backoff.get(k)?.failures ?? 0) + 1;
+    this.#backoff.set(k, { failures, nextAt: this.now() + Math.min(this.tickMs * 2 ** failures, 300_000) });
   }
 
   async #submit(row: NonNullable<ReturnType<typeof streams.get>>, amount: bigint): Promise<void> {
@@ -143,7 +155,10 @@ export class Settler {
       const message = (e.shortMessage ?? e.message ?? 'error').split('\n')[0]!.slice(0, 300);
       const row2 = settlements.forStream(db, row.node_id, row.id).find((s) => s.id === id);
       // Sent but the answer was lost: keep it 'submitted' and let status() find out; otherwise it failed.
-      if (row2?.status === 'pending') settlements.failed(db, id, message);
+      if (row2?.status === 'pending') {
+        settlements.failed(db, id, message);
+        this.#failed(row.node_id, row.id);
+      }
       log.warn('settlement submit failed', { settlement: id, error: message });
     }
   }

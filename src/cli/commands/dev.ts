@@ -8,19 +8,22 @@ import type { CommandResult, GlobalOptions } from '../output.js';
 import { clientFor } from './remote.js';
 
 /** The sandbox's data dir: NODE_SVC_DATA_DIR, else --data-dir, else ./data/sandbox (never the default store). */
-export const sandboxDir = (g: GlobalOptions) => process.env.NODE_SVC_DATA_DIR || g.dataDir || join('data', 'sandbox');
+export const sandboxDir = (g: GlobalOptions, mode: 'escrow' | 'card' = 'escrow') =>
+  process.env.NODE_SVC_DATA_DIR || g.dataDir || join('data', mode === 'card' ? 'sandbox-card' : 'sandbox');
 
-export async function dev(g: GlobalOptions, o: { port: string; pace: string; quiet?: boolean }): Promise<CommandResult> {
+export async function dev(g: GlobalOptions, o: { port: string; pace: string; quiet?: boolean; mode: string }): Promise<CommandResult> {
+  if (o.mode !== 'escrow' && o.mode !== 'card') throw usageError(`--mode must be escrow or card, got "${o.mode}"`);
+  const mode = o.mode;
   const port = Number(o.port);
   if (!/^\d+$/.test(o.port) || port > 65535) throw usageError(`--port must be 0-65535, got "${o.port}"`);
   const pace = Number(o.pace);
   if (!(pace > 0 && pace <= 3600)) throw usageError('--pace must be a number of seconds between 0 and 3600');
   const { resolve } = await import('node:path');
-  const dataDir = resolve(sandboxDir(g));
+  const dataDir = resolve(sandboxDir(g, mode));
   const out = (line: string) => process.stdout.write(`${line}\n`);
-  out(`starting the sandbox in ${dataDir} (local chain, escrow rail, daemon, webhook receiver, simulated payer)…`);
+  out(`starting the sandbox in ${dataDir} (${mode === 'card' ? 'local card processor, card rail' : 'local chain, escrow rail'}, daemon, webhook receiver, simulated payer)…`);
   const { startSandbox } = await import('../../dev/sandbox.js');
-  const sb = await startSandbox({ dataDir, port, pace, quiet: !!o.quiet, out });
+  const sb = await startSandbox({ dataDir, mode, port, pace, quiet: !!o.quiet, out });
   out('');
   out(`node-svc sandbox is running: ${sb.url}`);
   out(`  node     dev-node`);
