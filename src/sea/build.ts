@@ -1,0 +1,254 @@
+// `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
+// (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
+//   1. dist/sea/entry.js → one CJS file (a SEA main must be CJS), every lazily imported command included;
+//   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
+//   3. those, the manifest and better-sqlite3's addon → a blob (`node --experimental-sea-config`);
+//   4. the blob → a copy of this very node (the addon was built for it), with postject.
+// Options: --out <file> (default dist/node-svc), --no-code-cache, --keep (keep and print the work dir).
+import { build, type BuildResult, type Plugin } from 'esbuild';
+import { spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { chmodSync, copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve, sep } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { parseArgs } from 'node:util';
+import { MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
+
+const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
+const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url))); // dist/sea/build.js → the repo
+const DIST = join(ROOT, 'dist');
+const TUI_DIR = join(DIST, 'tui') + sep;
+const SEA_DIR = join(DIST, 'sea') + sep;
+const require = createRequire(import.meta.url);
+
+export interface BuildOptions {
+  out?: string;
+  codeCache?: boolean;
+  keep?: boolean;
+  log?: (line: string) => void;
+}
+
+export interface BuildReport {
+  out: string;
+  bytes: number;
+  bundleBytes: number;
+  tui: string[];
+  codeCache: boolean;
+  ms: number;
+}
+
+const isOurs = (path: string) => path.startsWith(DIST + sep) && !path.startsWith(SEA_DIR) && !path.includes(`${sep}node_modules${sep}`);
+const sha256 = (b: Uint8Array) => createHash('sha256').update(b).digest('hex');
+
+/** Our modules' `node:module` is src/sea/module-shim.ts, whose createRequire finds better-sqlite3 in the bundle. */
+const moduleShim: Plugin = {
+  name: 'node-svc-module-shim',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?module$/ }, (a) => (isOurs(a.importer) ? { path: join(SEA_DIR, 'module-shim.js') } : undefined));
+  },
+};
+
+/** better-sqlite3 is always handed the embedded addon (sqlite.ts); its `bindings` path search must never run. */
+const noBindings: Plugin = {
+  name: 'node-svc-no-bindings',
+  setup(b) {
+    b.onResolve({ filter: /^bindings$/ }, () => ({ path: 'bindings', namespace: 'node-svc-stub' }));
+    b.onLoad({ filter: /.*/, namespace: 'node-svc-stub' }, () => ({
+      contents: 'module.exports = () => { throw new Error("node-svc binary: better-sqlite3 must be given the embedded addon (src/sea/sqlite.ts)"); };',
+      loader: 'js',
+    }));
+  },
+};
+
+/**
+ * ink's DEV=true mode (react devtools, reading its own package.json) cannot work from the binary: DEV=true is off.
+ * react-devtools-core itself, left external, would become a static import of the one-file ESM bundle.
+ */
+const noDevtools: Plugin = {
+  name: 'node-svc-no-devtools',
+  setup(b) {
+    b.onLoad({ filter: /[\\/]ink[\\/]build[\\/]utils\.js$/ }, (a) => {
+      const source = readFileSync(a.path, 'utf8');
+      const contents = source.replace(/process\.env\[['"]DEV['"]\] === ['"]true['"]/, 'false');
+      return contents === source ? { contents, warnings: [{ text: "ink's isDev() changed: DEV=true would break `watch` in the binary" }] } : { contents };
+    });
+    b.onResolve({ filter: /^react-devtools-core$/ }, () => ({ path: 'react-devtools-core', namespace: 'node-svc-devtools' }));
+    b.onLoad({ filter: /.*/, namespace: 'node-svc-devtools' }, () => ({
+      contents: 'throw Object.assign(new Error("react-devtools-core is not part of the node-svc binary"), { code: "ERR_MODULE_NOT_FOUND" });\nexport default undefined;',
+      loader: 'js',
+    }));
+  },
+};
+
+// The "am I the script being run" idiom (write-openapi.ts, compile.ts): in a SEA, import.meta.url and argv[1] both
+// name the binary, so a bundled one would run on every start.
+const RUN_AS_SCRIPT = /import\.meta\.url\s*===\s*`file:\/\/\$\{process\.argv\[1\]\}`/;
+
+// `import('<relative path into dist/tui>')` in one of our modules, as tsc writes it.
+const DYNAMIC_IMPORT = /\bimport\(\s*(['"])(\.{1,2}\/[^'"]+)\1\s*\)/g;
+
+/**
+ * Our modules, as esbuild loads them. Outside dist/tui, `import('…/tui/x.js')` becomes `importTui('x.js')` (src/sea/tui.ts) and x.js becomes an ESM
+ * entry of its own: ink cannot live in the CJS bundle. Static imports of dist/tui (ink-free helpers) stay bundled.
+ */
+function ourModules(entries: Set<string>): Plugin {
+  return {
+    name: 'node-svc-our-modules',
+    setup(b) {
+      b.onLoad({ filter: /\.js$/ }, (a) => {
+        if (!isOurs(a.path) || a.path.startsWith(TUI_DIR)) return undefined;
+        const source = readFileSync(a.path, 'utf8');
+        if (RUN_AS_SCRIPT.test(source))
+          return { errors: [{ text: `${relative(ROOT, a.path)} runs its script part when import.meta.url is process.argv[1], which in the binary is always true: keep script modules out of the CLI's imports` }] };
+        let hits = 0;
+        const contents = source.replace(DYNAMIC_IMPORT, (all, _q: string, spec: string) => {
+          const target = resolve(dirname(a.path), spec);
+          if (!target.startsWith(TUI_DIR)) return all;
+          const entry = relative(TUI_DIR, target).split(sep).join('/');
+          entries.add(entry);
+          hits++;
+          return `__nodeSvcImportTui(${JSON.stringify(entry)})`;
+        });
+        if (!hits) return undefined;
+        const helper = JSON.stringify(join(SEA_DIR, 'tui.js'));
+        return { contents: `import { importTui as __nodeSvcImportTui } from ${helper};\n${contents}`, loader: 'js', resolveDir: dirname(a.path) };
+      });
+    },
+  };
+}
+
+const COMMON = { bundle: true, platform: 'node', target: 'node20', logLevel: 'silent', metafile: true, legalComments: 'none' } as const;
+
+// esbuild warnings that mean code which cannot work in the binary (an empty import.meta; a require or import()
+// left unbundled, with no node_modules to find it in at run time). Any other warning is only shown.
+const FATAL_WARNINGS = new Set(['empty-import-meta', 'unsupported-require-call', 'unsupported-dynamic-import']);
+
+function checkWarnings(what: string, r: BuildResult, log: (line: string) => void) {
+  const text = (w: BuildResult['warnings'][number]) => `${w.location ? `${w.location.file}:${w.location.line}: ` : ''}${w.text}`;
+  const fatal = r.warnings.filter((w) => FATAL_WARNINGS.has(w.id));
+  for (const w of r.warnings) if (!fatal.includes(w)) log(`${what}: warning: ${text(w)}`);
+  if (fatal.length) throw new Error(`${what}: code that would fail in the binary:\n${fatal.map((w) => `  ${text(w)}`).join('\n')}`);
+}
+
+/** Imports the bundle leaves to node at run time: only builtins may remain (there is no node_modules). */
+function checkExternals(what: string, r: BuildResult, allowed: string[] = []) {
+  const left = new Set<string>();
+  for (const out of Object.values(r.metafile!.outputs))
+    for (const i of out.imports) if (i.external && !isBuiltin(i.path) && !allowed.includes(i.path)) left.add(`${i.path} (${i.kind})`);
+  if (left.size) throw new Error(`${what}: imports left for run time, which the binary cannot satisfy: ${[...left].join(', ')}`);
+}
+
+function run(cmd: string, args: string[], cwd: string) {
+  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+  if (r.status !== 0) throw new Error(`${[cmd, ...args].join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${r.stdout}${r.stderr}`);
+  return r;
+}
+
+export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport> {
+  const t0 = performance.now();
+  const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
+  const out = resolve(opts.out ?? join(DIST, 'node-svc'));
+  const codeCache = opts.codeCache ?? true;
+  try {
+    statSync(join(DIST, 'sea', 'entry.js'));
+  } catch {
+    throw new Error('dist/sea/entry.js is missing: run `npm run build` first');
+  }
+  const work = mkdtempSync(join(tmpdir(), 'node-svc-sea-'));
+  try {
+    // 1. the CLI, one CJS file
+    const tuiEntries = new Set<string>();
+    const mainFile = join(work, 'main.cjs');
+    const main = await build({
+      ...COMMON,
+      entryPoints: [join(DIST, 'sea', 'entry.js')],
+      outfile: mainFile,
+      format: 'cjs',
+      // import() of a bundled module becomes require(): nothing is left for the SEA's dynamic import support.
+      supported: { 'dynamic-import': false },
+      // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself.
+      define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
+      banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+      plugins: [moduleShim, noBindings, ourModules(tuiEntries)],
+    });
+    checkWarnings('CLI bundle', main, log);
+    checkExternals('CLI bundle', main);
+    const bundleBytes = statSync(mainFile).size;
+
+    // 2. the TUI, one ESM file per lazily imported entry
+    const assets: Record<string, string> = {};
+    const tui: Record<string, EmbeddedFile> = {};
+    if (tuiEntries.size) {
+      const ui = await build({
+        ...COMMON,
+        entryPoints: [...tuiEntries].map((e) => ({ in: join(TUI_DIR, e), out: e.replace(/\.js$/, '') })),
+        outdir: join(work, 'tui'),
+        outExtension: { '.js': '.mjs' },
+        format: 'esm',
+        // react's production build, as any bundled app ships it
+        define: { 'process.env.NODE_ENV': '"production"' },
+        // CJS dependencies (react) require builtins; esbuild renames any module-level `require` of ours around this one.
+        banner: { js: 'import { createRequire as __nodeSvcCreateRequire } from "node:module"; const require = __nodeSvcCreateRequire(import.meta.url);' },
+        plugins: [moduleShim, noBindings, noDevtools],
+      });
+      checkWarnings('TUI bundle', ui, log);
+      checkExternals('TUI bundle', ui);
+      for (const e of tuiEntries) {
+        const file = join(work, 'tui', e.replace(/\.js$/, '.mjs'));
+        const asset = `tui/${e.replace(/\.js$/, '.mjs')}`;
+        const bytes = readFileSync(file);
+        tui[e] = { asset, sha256: sha256(bytes), size: bytes.length };
+        assets[asset] = file;
+      }
+    }
+
+    // 3. the blob
+    const addon = require.resolve(SQLITE_ADDON_ID);
+    const addonBytes = readFileSync(addon);
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const manifest: SeaManifest = {
+      version: pkg.version,
+      sqlite: { asset: 'better_sqlite3.node', sha256: sha256(addonBytes), size: addonBytes.length },
+      tui,
+    };
+    writeFileSync(join(work, MANIFEST_ASSET), JSON.stringify(manifest));
+    assets[MANIFEST_ASSET] = join(work, MANIFEST_ASSET);
+    assets[manifest.sqlite.asset] = addon;
+    const blob = join(work, 'sea.blob');
+    const config = { main: mainFile, output: blob, disableExperimentalSEAWarning: true, useSnapshot: false, useCodeCache: codeCache, assets };
+    writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
+    run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], work);
+
+    // 4. a copy of this node with the blob injected; renamed into place only when done
+    const tmpOut = `${out}.${process.pid}.tmp`;
+    copyFileSync(process.execPath, tmpOut);
+    chmodSync(tmpOut, 0o755);
+    const postject = join(dirname(require.resolve('postject')), 'cli.js');
+    try {
+      run(process.execPath, [postject, tmpOut, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL_FUSE], work);
+      renameSync(tmpOut, out);
+    } catch (err) {
+      rmSync(tmpOut, { force: true });
+      throw err;
+    }
+    const report: BuildReport = {
+      out, bytes: statSync(out).size, bundleBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
+    };
+    log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB` +
+      `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
+    return report;
+  } finally {
+    if (opts.keep) log(`work dir kept: ${work}`);
+    else rmSync(work, { recursive: true, force: true });
+  }
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, keep: { type: 'boolean' } } });
+  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], keep: values.keep }).catch((err: unknown) => {
+    process.stderr.write(`build:binary failed: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = 1;
+  });
+}
