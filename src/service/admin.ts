@@ -25,7 +25,14 @@ export function listNodes(store: Store) {
 }
 
 export function removeNode(store: Store, id: string) {
-  const removed = store.db.transaction(() => nodes.remove(store.db, id))();
+  const removed = store.db.transaction(() => {
+    if (!nodes.get(store.db, id)) return 0;
+    // Money history is never deleted with a node: streams, events and subscriptions keep it.
+    const history = nodes.history(store.db, id);
+    if (history.length)
+      throw conflict(`node "${id}" has ${history.join(', ')}; it cannot be removed`, `revoke its token instead: node-svc tokens revoke ${id}`);
+    return nodes.remove(store.db, id);
+  }).immediate();
   if (!removed) throw notFound(`node "${id}"`);
   return { id, removed: true };
 }

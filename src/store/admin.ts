@@ -10,6 +10,14 @@ export const nodes = {
   get: (db: Db, id: string) => stmt(db, 'SELECT id, created_at FROM nodes WHERE id = ?').get(id) as NodeRow | undefined,
   list: (db: Db) => stmt(db, 'SELECT id, created_at FROM nodes ORDER BY id').all() as NodeRow[],
   remove: (db: Db, id: string) => stmt(db, 'DELETE FROM nodes WHERE id = ?').run(id).changes,
+  /** What keeps a node: its streams, events and webhook subscriptions, as "N streams"-style phrases. */
+  history: (db: Db, id: string): string[] => {
+    const count = (table: string) => (stmt(db, `SELECT COUNT(*) AS n FROM ${table} WHERE node_id = ?`).get(id) as { n: number }).n;
+    return ([['streams', 'streams'], ['events', 'events'], ['webhook_subscriptions', 'webhook subscriptions'], ['control_messages', 'control messages']] as const)
+      .map(([t, label]) => [count(t), label] as const)
+      .filter(([n]) => n > 0)
+      .map(([n, label]) => `${n} ${label}`);
+  },
 };
 
 export const tokens = {
