@@ -239,7 +239,7 @@ export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher 
   return { stream: c.stream, amount, units, iat: c.iat };
 }
 
-export type VoucherChecker = (row: StreamRow, voucher: unknown) => ParsedVoucher;
+export type VoucherChecker = (row: StreamRow, voucher: unknown, now: number) => ParsedVoucher;
 
 /** Voucher encodings by the stream's cnf (jwk: JWS; addr: EIP-712, added by the escrow rail). */
 export const voucherCheckers: { jws: VoucherChecker; eip712: VoucherChecker } = {
@@ -251,7 +251,7 @@ export const voucherCheckers: { jws: VoucherChecker; eip712: VoucherChecker } = 
 };
 
 /** An escrow voucher `{stream, amount, units, signature}`: EIP-712 Voucher(channelId, cumulativeAmount) signed by cnf.addr. */
-export function checkEip712Voucher(row: StreamRow, v: unknown): ParsedVoucher {
+export function checkEip712Voucher(row: StreamRow, v: unknown, now = Date.now()): ParsedVoucher {
   if (typeof v !== 'object' || v === null || Array.isArray(v)) throw vRefuse('malformed', 'this stream takes EIP-712 vouchers: {stream, amount, units, signature}');
   const o = v as Record<string, unknown>;
   const amount = parsePositiveMicro(o.amount);
@@ -264,7 +264,7 @@ export function checkEip712Voucher(row: StreamRow, v: unknown): ParsedVoucher {
   const signer = recoverVoucherSigner({ chainId: claims.chainId, escrow: claims.escrow, channel: claims.channel }, amount, o.signature);
   if ('error' in signer) throw vRefuse('bad_signature', `voucher signature: ${signer.error}`);
   if (signer.address !== claims.cnf.addr.toLowerCase()) throw vRefuse('bad_signature', "voucher is not signed by the credential's cnf.addr");
-  return { stream: o.stream, amount, units, iat: Math.floor(Date.now() / 1000) };
+  return { stream: o.stream, amount, units, iat: Math.floor(now / 1000) }; // not signed by EIP-712: the time it was received
 }
 
 /**
@@ -281,7 +281,7 @@ export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unkn
     const db = d.store.db;
     const row = requireStream(d, nodeId, id);
     const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
-    const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher);
+    const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
     if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
     const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
     if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };
