@@ -12,6 +12,10 @@ export const CONFIG_KEYS: Record<string, Kind> = {
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string',
 };
 
+// Values the daemon would refuse later (naming the flag, one at a time): checked here so every problem is named at once.
+const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300] };
+const CHOICES: Record<string, string[]> = { mode: ['escrow', 'card'], rail: ['sandbox', 'production'], logLevel: ['debug', 'info', 'warn', 'error'] };
+
 const distance = (a: string, b: string): number => {
   const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)] as number[]);
   for (let j = 1; j <= b.length; j++) d[0]![j] = j;
@@ -45,6 +49,8 @@ export function readConfigFile(dataDir: string): Record<string, string> {
     else if (kind === 'list' && !(typeof v === 'string' || (Array.isArray(v) && v.every((x) => typeof x === 'string' || typeof x === 'number'))))
       problems.push(`"${k}": must be a list (array or comma-separated string), got ${JSON.stringify(v)}`);
     else if (kind === 'string' && typeof v !== 'string') problems.push(`"${k}": must be a string, got ${JSON.stringify(v)}`);
+    else if (RANGES[k] && !(Number(v) >= RANGES[k]![0] && Number(v) <= RANGES[k]![1])) problems.push(`"${k}": must be from ${RANGES[k]![0]} to ${RANGES[k]![1]}, got ${JSON.stringify(v)}`);
+    else if (CHOICES[k] && !CHOICES[k]!.includes(v as string)) problems.push(`"${k}": must be one of ${CHOICES[k]!.join(', ')}, got ${JSON.stringify(v)}`);
     else out[k] = Array.isArray(v) ? v.join(',') : String(v);
   }
   if (problems.length) throw configError(`${path} has ${problems.length} problem(s):\n  - ${problems.join('\n  - ')}`, 'fix them; keys are the camelCase names of the daemon flags (see node-svc daemon --help)');

@@ -7,9 +7,10 @@ export function opsGauges(d: Deps): Gauge[] {
   return [
     {
       name: 'node_svc_outbox_depth',
-      help: 'Webhook deliveries not yet acknowledged, by status (pending = never tried, retrying = failed at least once)',
+      help: 'Webhook deliveries not yet acknowledged, by status (pending = not failed yet, in flight included; retrying = failed at least once)',
       read: () => {
-        const r = stmt(d.store.db, "SELECT SUM(attempts = 0) AS pending, SUM(attempts > 0) AS retrying FROM deliveries WHERE status = 'pending'").get() as { pending: number | null; retrying: number | null };
+        // `attempts` counts claims (a first attempt in flight has 1): a recorded failure is what sets last_error.
+        const r = stmt(d.store.db, "SELECT SUM(last_error IS NULL) AS pending, SUM(last_error IS NOT NULL) AS retrying FROM deliveries WHERE status = 'pending'").get() as { pending: number | null; retrying: number | null };
         return [{ labels: { status: 'pending' }, value: r.pending ?? 0 }, { labels: { status: 'retrying' }, value: r.retrying ?? 0 }];
       },
     },
