@@ -24,6 +24,8 @@ export interface DaemonOptions {
   env?: Record<string, string>;
   /** How long to wait for `listening on URL` (default 30 s). */
   startTimeoutMs?: number;
+  /** More daemon flags (rail settings), after the defaults. */
+  args?: string[];
 }
 
 const LISTENING_RE = /listening on (http:\/\/\S+)/;
@@ -33,7 +35,7 @@ export function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
   Object.assign(env, opts.env);
-  const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', String(opts.rateLimit ?? 0)];
+  const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', String(opts.rateLimit ?? 0), ...(opts.args ?? [])];
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';

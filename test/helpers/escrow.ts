@@ -1,6 +1,5 @@
 // Escrow test helpers: viem wallets on the sandbox chain, revert assertions by custom error name, and the real
 // daemon (bin/node-svc daemon) started with the escrow flags (test/helpers/daemon.ts only takes env).
-import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { BaseError, ContractFunctionRevertedError, createWalletClient, decodeErrorResult, http, type Hex } from 'viem';
@@ -8,8 +7,8 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { expect } from 'vitest';
 import { ESCROW_ABI } from '../../src/rails/escrow/artifacts.js';
 import type { SandboxChain } from '../../src/rails/escrow/sandbox.js';
-import { BIN, REPO_ROOT } from './cli.js';
-import type { RunningDaemon } from './daemon.js';
+import { startDaemon, type RunningDaemon } from './daemon.js';
+import { waitFor } from './wait.js';
 
 /** secp256k1 group order: a signature (r, s) is also valid as (r, n − s) with the other recovery bit. */
 export const SECP256K1_N = 0xfffffffffffffffffffffffffffffffebaaedce6af48a03bbfd25e8cd0364141n;
@@ -104,63 +103,10 @@ export function escrowFlags(chain: SandboxChain, walletKeyFile: string, over: Re
   return Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k, v]));
 }
 
-const LISTENING_RE = /listening on (http:\/\/\S+)/;
-
-/** `node bin/node-svc --data-dir <dir> daemon --port 0 --host 127.0.0.1 --rate-limit 0 ...extra`; resolves once listening. */
+/** The real daemon with rail flags: `daemon --port 0 --host 127.0.0.1 --rate-limit 0 ...extra`. */
 export function startEscrowDaemon(dataDir: string, extra: string[], opts: { env?: Record<string, string>; startTimeoutMs?: number } = {}): Promise<RunningDaemon> {
-  const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
-  Object.assign(env, opts.env);
-  const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', '0', ...extra];
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
-  let out = '';
-  let err = '';
-  child.stdout!.setEncoding('utf8');
-  child.stderr!.setEncoding('utf8');
-  child.stderr!.on('data', (s: string) => { err += s; });
-  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-  const timeoutMs = opts.startTimeoutMs ?? 30_000;
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      child.kill('SIGKILL');
-      reject(new Error(`daemon did not print "listening on" within ${timeoutMs} ms\nstdout: ${out}\nstderr: ${err}`));
-    }, timeoutMs);
-    child.once('error', (e) => { clearTimeout(timer); reject(e); });
-    void exited.then((code) => {
-      clearTimeout(timer);
-      reject(new Error(`daemon exited with ${code} before listening\nstdout: ${out}\nstderr: ${err}`));
-    });
-    child.stdout!.on('data', (s: string) => {
-      const before = out;
-      out += s;
-      const m = LISTENING_RE.exec(out);
-      if (!m || LISTENING_RE.test(before)) return;
-      clearTimeout(timer);
-      resolve({
-        url: m[1]!,
-        pid: child.pid!,
-        child,
-        get stderr() { return err; },
-        get stdout() { return out; },
-        stop(signal: NodeJS.Signals = 'SIGTERM') {
-          if (child.exitCode === null && child.signalCode === null) child.kill(signal);
-          return exited;
-        },
-      });
-    });
-  });
+  return startDaemon(dataDir, { ...opts, rateLimit: 0, args: extra });
 }
 
-export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Poll `fn` until it returns a truthy value (bounded); the last value is in the error. */
-export async function eventually<T>(fn: () => Promise<T | undefined | null | false> | T | undefined | null | false, what: string, timeoutMs = 20_000, everyMs = 100): Promise<T> {
-  const end = Date.now() + timeoutMs;
-  let last: unknown;
-  for (;;) {
-    last = await fn();
-    if (last) return last as T;
-    if (Date.now() > end) throw new Error(`${what}: not reached within ${timeoutMs} ms (last: ${JSON.stringify(last, (_k, v) => (typeof v === 'bigint' ? v.toString() : v))?.slice(0, 2000)})`);
-    await sleep(everyMs);
-  }
-}
+export { sleep } from './wait.js';
+export const eventually = <T>(fn: Parameters<typeof waitFor<T>>[0], what: string, timeoutMs = 20000, everyMs = 100) => waitFor<T>(fn, what, timeoutMs, everyMs);
