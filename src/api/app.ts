@@ -38,7 +38,10 @@ export function createApp(d: Deps, opts: AppOptions) {
   // Requests by route pattern (never the raw path: ids would explode the label set), method and status.
   app.use('*', async (c, next) => {
     await next();
-    metrics.requests.inc({ route: c.req.routePath || 'unmatched', method: c.req.method, status: String(c.res.status) });
+    const route = c.req.routePath || 'unmatched';
+    const method = c.req.method;
+    const status = c.res.status;
+    metrics.requests.incById(`${method} ${status} ${route}`, () => ({ route, method, status: String(status) }));
   });
   app.get('/metrics', (c) => c.body(renderMetrics(opsGauges(d)), 200, { 'content-type': 'text/plain; version=0.0.4' }));
 

@@ -6,10 +6,17 @@ const key = (l: Labels) => Object.keys(l).sort().map((k) => `${k}="${l[k]!.repla
 
 class Counter {
   readonly values = new Map<string, number>();
+  readonly #keys = new Map<string, string>();
   constructor(readonly name: string, readonly help: string) {}
   inc(labels: Labels = {}, by = 1): void {
     const k = key(labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
+  }
+  /** The hot-path form: `id` is any cheap string unique to the label set; the labels are rendered once per id. */
+  incById(id: string, labels: () => Labels): void {
+    let k = this.#keys.get(id);
+    if (k === undefined) this.#keys.set(id, (k = key(labels())));
+    this.values.set(k, (this.values.get(k) ?? 0) + 1);
   }
   render(): string {
     const lines = [`# HELP ${this.name} ${this.help}`, `# TYPE ${this.name} counter`];

@@ -9,7 +9,10 @@ const unauthorized = (detail: string) => new NodeSvcError('unauthorized', detail
 export function bearerAuth(opts: { nodeForToken(token: string): string | undefined }): MiddlewareHandler<AuthEnv> {
   if (typeof opts.nodeForToken !== 'function') throw new TypeError('bearerAuth needs nodeForToken');
   return async function bearer(c, next) {
-    const h = c.req.header('authorization');
+    // On @hono/node-server the Node request's own header map is cheaper than building a Headers object.
+    const incoming = (c.env as { incoming?: { headers?: Record<string, string | string[] | undefined> } } | undefined)?.incoming;
+    const raw = incoming?.headers ? incoming.headers.authorization : c.req.header('authorization');
+    const h = Array.isArray(raw) ? raw[0] : raw;
     if (!h) throw unauthorized('missing bearer token: send Authorization: Bearer <ACCESS_TOKEN>');
     const m = /^Bearer[ ]+([A-Za-z0-9._~+/=-]+)$/i.exec(h);
     if (!m) throw unauthorized('Authorization header must be "Bearer <ACCESS_TOKEN>"');
