@@ -18,6 +18,8 @@ export interface SettlementPolicy {
   onClose: boolean;
 }
 
+const MAX_SUBMITS_PER_TICK = 16;
+
 export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true };
 
 export class Settler {
@@ -45,9 +47,10 @@ export class Settler {
 
   #loop = (): void => {
     if (this.#stopped) return;
-    this.#running = this.tick().catch((err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
+    let more = false;
+    this.#running = this.tick().then((m) => { more = m; }, (err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
       this.#running = undefined;
-      if (!this.#stopped) this.#timer = setTimeout(this.#loop, this.tickMs);
+      if (!this.#stopped) this.#timer = setTimeout(this.#loop, more ? 0 : this.tickMs);
     });
   };
 
@@ -61,11 +64,11 @@ export class Settler {
     await this.#running;
   }
 
-  /** One pass: advance what was sent, then start what the policy asks for. */
-  async tick(): Promise<void> {
+  /** One pass: advance what was sent, then start what the policy asks for. True when more is due at once. */
+  async tick(): Promise<boolean> {
     await this.rail.poll?.();
     for (const s of settlements.open(this.store.db, this.rail.mode)) await this.#advance(s);
-    await this.#startDue();
+    return this.#startDue();
   }
 
   async #advance(s: SettlementRow): Promise<void> {
@@ -113,9 +116,12 @@ export class Settler {
     }).immediate();
   }
 
-  async #startDue(): Promise<void> {
+  async #startDue(): Promise<boolean> {
     const now = this.now();
+    let started = 0;
     for (const c of unsettledStreams(this.store.db, this.rail.mode)) {
+      // A bounded number per tick, so what was sent is advanced (checkpointed, final) between batches.
+      if (started >= MAX_SUBMITS_PER_TICK) return true;
       if (c.in_flight || c.billed_micro <= c.settled) continue;
       const wait = this.#backoff.get(`${c.node_id}\0${c.id}`);
       if (wait && now < wait.nextAt) continue;
@@ -128,8 +134,10 @@ export class Settler {
       let due = target - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);
       if (!due && this.policy.onClose && this.rail.closeRequested) due = await this.rail.closeRequested(row).catch(() => false);
       if (!due) continue;
+      started++;
       await this.#submit(row, target); // from the row read last: its billed truth and voucher belong together
     }
+    return false;
   }
 
   #failed(nodeId: string, stream: string): void {
