@@ -30,7 +30,7 @@ export interface RailSetup {
 
 export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
   if (!f.mode) {
-    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'walletKeyFile'] as const).filter((k) => f[k] !== undefined);
+    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'walletKeyFile', 'cardKeyFile', 'cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
     if (stray.length) throw configError(`--${stray.map(kebab).join(', --')} given without --mode`, 'add --mode escrow (or card)');
     return undefined;
   }
