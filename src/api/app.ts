@@ -60,8 +60,10 @@ export function createApp(d: Deps, opts: AppOptions) {
   controlRoutes(app, d);
   webhookRoutes(app, d);
 
-  const contract = openApiDocument(app);
-  const doc = JSON.stringify(contract);
-  app.get('/openapi.json', (c) => c.body(doc, 200, { 'content-type': 'application/json' }));
+  // Generated on first use: most daemons never serve it, and building it costs memory (bench/delivery RSS).
+  let generated: ReturnType<typeof openApiDocument> | undefined;
+  let doc: string | undefined;
+  const contract = () => (generated ??= openApiDocument(app));
+  app.get('/openapi.json', (c) => c.body((doc ??= JSON.stringify(contract())), 200, { 'content-type': 'application/json' }));
   return Object.assign(app, { contract });
 }

@@ -5,7 +5,7 @@ import type { Deps } from '../service/deps.js';
 
 export function generatedContract(): string {
   // Handlers never run here: the document is built from the route declarations alone.
-  return `${JSON.stringify(createApp({} as Deps, { rateLimit: 0 }).contract, null, 2)}\n`;
+  return `${JSON.stringify(createApp({} as Deps, { rateLimit: 0 }).contract(), null, 2)}\n`;
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {

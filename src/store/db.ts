@@ -58,7 +58,7 @@ export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): S
       db.pragma('synchronous = FULL');
     }
     db.pragma('foreign_keys = ON');
-    db.pragma('cache_size = -8000'); // 8 MB page cache (better-sqlite3 builds with 16 MB): daemon RSS
+    db.pragma('cache_size = -4000'); // 4 MB page cache (better-sqlite3 builds with 16 MB): daemon RSS; the OS caches the file too
     migrate(db, !!opts.readonly);
     for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
   } catch (err) {

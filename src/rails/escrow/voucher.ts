@@ -3,7 +3,7 @@
 // as the contract's ECDSA.recover refuses them.
 import { secp256k1 } from '@noble/curves/secp256k1';
 import { keccak_256 } from '@noble/hashes/sha3';
-import { hashTypedData, type Hex } from 'viem';
+import type { Hex } from 'viem'; // types only: viem (~20 MB resident) stays out of every daemon that does not settle on chain
 
 export const EIP712_NAME = 'node-svc escrow';
 export const EIP712_VERSION = '1';
@@ -19,8 +19,20 @@ export interface EscrowTerms {
 
 export const voucherDomain = (t: EscrowTerms) => ({ name: EIP712_NAME, version: EIP712_VERSION, chainId: t.chainId, verifyingContract: t.escrow });
 
+const keccak = (...parts: Uint8Array[]) => keccak_256(Buffer.concat(parts));
+const utf8 = (s: string) => Buffer.from(s, 'utf8');
+/** One 32-byte ABI word: an unsigned integer, or an address/bytes32 given as hex, left-padded. */
+const word = (v: bigint | string) => Buffer.from((typeof v === 'bigint' ? v.toString(16) : v.replace(/^0x/, '')).padStart(64, '0'), 'hex');
+const DOMAIN_TYPEHASH = keccak(utf8('EIP712Domain(string name,string version,uint256 chainId,address verifyingContract)'));
+const VOUCHER_TYPEHASH = keccak(utf8('Voucher(bytes32 channelId,uint128 cumulativeAmount)'));
+const NAME_HASH = keccak(utf8(EIP712_NAME));
+const VERSION_HASH = keccak(utf8(EIP712_VERSION));
+
+/** The EIP-712 digest of Voucher(channelId, cumulativeAmount) in the escrow's domain (the contract's _hashTypedDataV4). */
 export function voucherDigest(t: EscrowTerms, cumulativeAmount: bigint): Hex {
-  return hashTypedData({ domain: voucherDomain(t), types: VOUCHER_TYPES, primaryType: 'Voucher', message: { channelId: t.channel, cumulativeAmount } });
+  const domain = keccak(DOMAIN_TYPEHASH, NAME_HASH, VERSION_HASH, word(BigInt(t.chainId)), word(t.escrow.toLowerCase()));
+  const struct = keccak(VOUCHER_TYPEHASH, word(t.channel.toLowerCase()), word(cumulativeAmount));
+  return `0x${Buffer.from(keccak(Buffer.from([0x19, 0x01]), domain, struct)).toString('hex')}`;
 }
 
 /** The signer's address (lowercase 0x…), or a reason the signature is not acceptable. */
