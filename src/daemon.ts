@@ -9,7 +9,9 @@ import { createApp } from './api/app.js';
 import { log } from './log.js';
 import { DEFAULT_SERVICE_CONFIG, type Deps, type ServiceConfig } from './service/deps.js';
 import { Keyring } from './service/keyring.js';
-import { openStore } from './store/db.js';
+import { openStore, type Store } from './store/db.js';
+import { parseDuration } from './domain/duration.js';
+import { refreshUrlKeys } from './service/admin.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
@@ -36,6 +38,26 @@ export interface Daemon {
   worker: DeliveryWorker;
   settler: Settler | undefined;
   stop(): Promise<void>;
+}
+
+/** Keys trusted from a URL are fetched again every NODE_SVC_KEYS_REFRESH (default 10m) and cached in the store. */
+function startKeyRefresh(store: Store): NodeJS.Timeout {
+  const every = parseDuration(process.env.NODE_SVC_KEYS_REFRESH ?? '10m') ?? 600_000;
+  let running = false;
+  const timer = setInterval(() => {
+    if (running) return;
+    running = true;
+    refreshUrlKeys(store)
+      .then((report) => {
+        for (const r of report) {
+          if (r.error) log.warn('issuer keys not refreshed; the stored keys stay trusted', { issuer: r.issuer, source: r.source, error: r.error });
+          else if (r.added.length || r.removed.length) log.info('issuer keys refreshed', { issuer: r.issuer, added: r.added, removed: r.removed });
+        }
+      })
+      .finally(() => { running = false; });
+  }, Math.max(1000, every));
+  timer.unref();
+  return timer;
 }
 
 /** One daemon per data dir: a pid lock file, taken over only when its process is gone. */
@@ -111,6 +133,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const url = `http://${host}:${addr.port}`;
   worker.start();
   settler?.start();
+  const keysTimer = startKeyRefresh(store);
   log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
   return {
@@ -122,6 +145,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
       // Stop accepting, let in-flight requests finish, then close the store.
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
+          clearInterval(keysTimer);
           Promise.all([worker.stop(), settler?.stop(), o.rail?.rail.close()]).finally(() => {
             store.close();
             unlock();

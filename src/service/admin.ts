@@ -168,6 +168,47 @@ function publicJwk(k: Jwk): Jwk {
   return out;
 }
 
+/**
+ * The daemon's refresh of keys trusted from a URL (DESIGN §3): each (issuer, URL) is fetched again and its keys
+ * replaced as a whole: new kids added, kids gone from the JWKS removed (a rotation), the rest touched. A fetch
+ * that fails or a JWKS with any problem changes nothing (the keys in the store stay trusted); a kid that another
+ * issuer already holds refuses that whole source. Verification itself never touches the network.
+ */
+export async function refreshUrlKeys(store: Store, now = Date.now()) {
+  const report: Array<{ issuer: string; source: string; added: string[]; removed: string[]; error?: string }> = [];
+  for (const { issuer, source } of issuerKeys.urlSources(store.db)) {
+    const r = { issuer, source, added: [] as string[], removed: [] as string[] };
+    try {
+      const jwks = await readJwksSource(source);
+      const list = (jwks as { keys?: unknown })?.keys;
+      if (!Array.isArray(list) || !list.length) throw new Error('not a JWKS with keys');
+      const problems = list.flatMap((k) => jwkProblems(k).map((p) => `${String((k as Jwk)?.kid ?? '?')} ${p}`));
+      if (problems.length) throw new Error(problems.join('; '));
+      store.db.transaction(() => {
+        const have = new Map(issuerKeys.bySource(store.db, issuer, source).map((k) => [k.kid, k]));
+        const want = new Map((list as Jwk[]).map((k) => [k.kid as string, k]));
+        for (const [kid, k] of want) {
+          const pub = JSON.stringify(publicJwk(k));
+          const existing = have.get(kid) ?? issuerKeys.get(store.db, kid);
+          if (existing && (existing.issuer !== issuer || existing.source !== source || existing.jwk !== pub))
+            throw new Error(`kid "${kid}" is already trusted with other key material or for another issuer`);
+          if (existing) issuerKeys.touch(store.db, kid, now);
+          else {
+            issuerKeys.insert(store.db, { kid, issuer, alg: k.alg as string, jwk: pub, source, added_at: now, fetched_at: now });
+            r.added.push(kid);
+          }
+        }
+        for (const kid of have.keys()) if (!want.has(kid)) { issuerKeys.remove(store.db, kid); r.removed.push(kid); }
+        if (r.added.length || r.removed.length) issuerKeys.bumpGeneration(store.db);
+      }).immediate();
+      report.push(r);
+    } catch (err) {
+      report.push({ ...r, error: (err as Error).message.slice(0, 300) });
+    }
+  }
+  return report;
+}
+
 export function listKeys(store: Store) {
   return issuerKeys.list(store.db).map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg, source: k.source, addedAt: iso(k.added_at), fetchedAt: iso(k.fetched_at) }));
 }

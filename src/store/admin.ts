@@ -43,6 +43,11 @@ export const issuerKeys = {
   get: (db: Db, kid: string) => stmt(db, 'SELECT * FROM issuer_keys WHERE kid = ?').get(kid) as KeyRow | undefined,
   list: (db: Db) => stmt(db, 'SELECT * FROM issuer_keys ORDER BY issuer, kid').all() as KeyRow[],
   remove: (db: Db, kid: string) => stmt(db, 'DELETE FROM issuer_keys WHERE kid = ?').run(kid).changes,
+  /** Distinct (issuer, source) pairs whose keys came from a URL: the daemon refreshes them. */
+  urlSources: (db: Db) =>
+    stmt(db, "SELECT DISTINCT issuer, source FROM issuer_keys WHERE source LIKE 'http://%' OR source LIKE 'https://%'").all() as Array<{ issuer: string; source: string }>,
+  bySource: (db: Db, issuer: string, source: string) => stmt(db, 'SELECT * FROM issuer_keys WHERE issuer = ? AND source = ?').all(issuer, source) as KeyRow[],
+  touch: (db: Db, kid: string, now: number) => stmt(db, 'UPDATE issuer_keys SET fetched_at = ? WHERE kid = ?').run(now, kid),
   bumpGeneration: (db: Db) => stmt(db, "UPDATE meta SET value = value + 1 WHERE key = 'keys_generation'").run(),
   generation: (db: Db) => (stmt(db, "SELECT value FROM meta WHERE key = 'keys_generation'").get() as { value: number }).value,
 };
