@@ -1,4 +1,6 @@
-import { createRoute, type OpenAPIHono } from '@hono/zod-openapi';
+import { createRoute, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
+import type { Context } from 'hono';
+import { invalidRequest } from '../../domain/errors.js';
 import type { AuthEnv } from '../middleware/auth.js';
 import type { Deps } from '../../service/deps.js';
 import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
@@ -12,6 +14,23 @@ import { metrics } from '../../ops/metrics.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
+
+/**
+ * GET /v1/streams/{id}/…, the reads a node makes on its paid path. Declared like every route (the same route
+ * object documents it in /openapi.json), but the one path parameter is checked here rather than by the zod
+ * validator, whose async parse cost ~15 % of the headroom throughput (bench/http). Same answers: 400 for a bad id.
+ */
+function streamRead<R extends RouteConfig>(app: OpenAPIHono<AuthEnv>, route: R, handler: (c: Context<AuthEnv>, id: string) => Response) {
+  app.openAPIRegistry.registerPath(route);
+  app.get(route.path.replace('{id}', ':id'), (c) => {
+    const id = c.req.param('id') ?? '';
+    if (id.length < 1 || id.length > 256) {
+      const message = 'must be 1 to 256 characters';
+      throw invalidRequest(`invalid request: id: ${message}`, { issues: [{ path: 'id', message }] });
+    }
+    return handler(c, id);
+  });
+}
 
 export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
   app.openapi(
@@ -45,31 +64,31 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     },
   );
 
-  app.openapi(
+  streamRead(app,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/verify', tags: ['streams'], security, operationId: 'verifyStream', summary: 'Is the stream open and payable to the caller',
       request: { params: StreamId },
       responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(401, 404, 429) },
     }),
-    (c) => c.json(streamVerify(d, c.get('node'), c.req.valid('param').id), 200),
+    (c, id) => c.json(streamVerify(d, c.get('node'), id), 200),
   );
 
-  app.openapi(
+  streamRead(app,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/headroom', tags: ['streams'], security, operationId: 'getHeadroom', summary: 'Remaining cap, remaining network units, rate, degradation stage',
       request: { params: StreamId },
       responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(401, 404, 429) },
     }),
-    (c) => c.json(headroom(d, c.get('node'), c.req.valid('param').id), 200),
+    (c, id) => c.json(headroom(d, c.get('node'), id), 200),
   );
 
-  app.openapi(
+  streamRead(app,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/finality', tags: ['streams'], security, operationId: 'getFinality', summary: 'Settled-frontier finality and billed truth (the last signed voucher)',
       request: { params: StreamId },
       responses: { 200: json(FinalityView, 'Finality; only finality "final" is a credit signal'), ...problemResponses(401, 404, 429) },
     }),
-    (c) => c.json(finality(d, c.get('node'), c.req.valid('param').id), 200),
+    (c, id) => c.json(finality(d, c.get('node'), id), 200),
   );
 
   app.openapi(
