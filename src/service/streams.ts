@@ -46,7 +46,7 @@ export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyR
   const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
   // The same credential again (every paid request of a stream): a read, no write transaction.
-  const known = streams.get(d.store.db, nodeId, out.claims.result.stream);
+  const known = streams.getStanding(d.store.db, nodeId, out.claims.result.stream);
   if (known && known.credential === jws) {
     const refusal = liveRefusal(d, known);
     return refusal ?? out.claims.result;

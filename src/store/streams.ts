@@ -58,6 +58,13 @@ const HEADROOM = `SELECT s.node_id, s.id, s.budget, s.asset, s.cap_micro, s.bill
   LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget
   WHERE s.node_id = ? AND s.id = ?`;
 
+// A stream's standing and the credential it was registered with: the read of every repeated verify.
+const STANDING = `SELECT s.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp,
+    s.credential, r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons
+  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
+  LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget
+  WHERE s.node_id = ? AND s.id = ?`;
+
 const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
 
 /** Timestamps back to numbers; money stays BigInt. */
@@ -75,6 +82,11 @@ export interface NewStream {
 
 export const streams = {
   get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id = ?`, true).get(nodeId, id) as Record<string, unknown> | undefined),
+  getStanding: (db: Db, nodeId: string, id: string) => {
+    const r = stmt(db, STANDING, true).get(nodeId, id) as Record<string, unknown> | undefined;
+    if (r) r.exp = Number(r.exp);
+    return r as (HeadroomRow & { credential: string }) | undefined;
+  },
   /** Like get, plus the billed amount as of `windowStart` (for the observed rate), in the same read. */
   // Only the columns headroom reads (not the credential, claims or voucher texts): this read is the hot path.
   getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) => {
