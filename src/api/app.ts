@@ -1,7 +1,7 @@
 // createApp(deps): the node-facing HTTP API. Routes are declared once with zod; /openapi.json is generated from them.
 import { OpenAPIHono } from '@hono/zod-openapi';
 import { invalidRequest } from '../domain/errors.js';
-import { nodeForToken } from '../service/admin.js';
+import { tokenResolver } from '../service/admin.js';
 import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
@@ -52,7 +52,8 @@ export function createApp(d: Deps, opts: AppOptions) {
 
   opts.extraRoutes?.(app);
 
-  app.use('/v1/*', bearerAuth({ nodeForToken: (t) => nodeForToken(d.store, t, d.now()) }));
+  const resolveToken = d.store ? tokenResolver(d.store) : () => undefined; // no store when only the contract is generated
+  app.use('/v1/*', bearerAuth({ nodeForToken: (t) => resolveToken(t, d.now()) }));
   app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));
   app.use('/v1/*', jsonBody());
 

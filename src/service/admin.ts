@@ -79,6 +79,34 @@ export function revokeTokens(store: Store, nodeId: string, now = Date.now()) {
 /** The node a bearer token belongs to, or undefined (unknown, revoked, grace expired). */
 export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.db, hashToken(token), now);
 
+/**
+ * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands,
+ * which commit from another connection, and SQLite's `PRAGMA data_version` moves on every such commit: the
+ * memory is dropped then, so a revoked or rotated token is refused on the very next request. A token in its
+ * grace period is remembered only until its grace ends.
+ */
+export function tokenResolver(store: Store) {
+  const known = new Map<string, { node: string; until: number }>();
+  let version: unknown;
+  const dataVersion = store.db.prepare('PRAGMA data_version').pluck();
+  return (token: string, now = Date.now()): string | undefined => {
+    const v = dataVersion.get();
+    if (v !== version) {
+      known.clear();
+      version = v;
+    }
+    const hit = known.get(token);
+    if (hit && now < hit.until) return hit.node;
+    const hash = hashToken(token);
+    const node = tokens.nodeFor(store.db, hash, now);
+    if (node) {
+      if (known.size >= 10_000) known.clear();
+      known.set(token, { node, until: tokens.graceUntil(store.db, hash) ?? Number.MAX_SAFE_INTEGER });
+    }
+    return node;
+  };
+}
+
 const MAX_JWKS_BYTES = 1024 * 1024;
 
 /** Read a JWKS (or a single JWK) from a file path or an http(s) URL. */

@@ -32,6 +32,9 @@ export const tokens = {
       : stmt(db, "UPDATE tokens SET status = 'grace', expires_at = ? WHERE node_id = ? AND status = 'active'").run(expiresAt, nodeId).changes,
   revokeAll: (db: Db, nodeId: string, now: number) =>
     stmt(db, "UPDATE tokens SET status = 'revoked', revoked_at = ? WHERE node_id = ? AND status != 'revoked'").run(now, nodeId).changes,
+  /** When a token in grace stops working (undefined for an active token). */
+  graceUntil: (db: Db, hash: string) =>
+    (stmt(db, "SELECT expires_at FROM tokens WHERE hash = ? AND status = 'grace'").get(hash) as { expires_at: number } | undefined)?.expires_at,
   /** The node a live token belongs to: active, or in grace and not yet expired. */
   nodeFor: (db: Db, hash: string, now: number) =>
     (stmt(db, "SELECT node_id FROM tokens WHERE hash = ? AND (status = 'active' OR (status = 'grace' AND expires_at > ?))").get(hash, now) as { node_id: string } | undefined)?.node_id,
