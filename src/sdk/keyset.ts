@@ -1,5 +1,5 @@
 // loadKeySet: a JWKS (object, or URL fetched once and refreshed in the background) bound to one issuer.
-import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.js';
+import type { AllowedAlgorithm } from '../domain/credential.js';
 import { jwkProblems, KeySet, type Jwk, type TrustedKey } from './keys.js';
 
 export interface LoadKeySetOptions {
@@ -38,4 +38,3 @@ export async function loadKeySet(jwks: object | string | URL, opts: LoadKeySetOp
   return Object.assign(set, { close: () => clearInterval(timer) });
 }
 
-export { ALLOWED_ALGORITHMS };

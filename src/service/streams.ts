@@ -9,7 +9,7 @@ import { iso } from '../domain/time.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
-import { budgets, revocations, streams, vouchers, type HeadroomRow, type StreamRow } from '../store/streams.js';
+import { budgets, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import type { Deps } from './deps.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released';
@@ -20,7 +20,7 @@ interface Standing {
 }
 
 /** Why a stream is or is not payable now: revoked > exhausted > budget > expiry. */
-function standing(d: Deps, row: HeadroomRow): Standing {
+function standing(d: Deps, row: StandingRow): Standing {
   if (row.status === 'revoked') return { status: 'revoked', reason: row.status_reason };
   if (row.rev_ahead) return { status: 'revoked', reason: row.rev_reason };
   if (row.status === 'exhausted') return { status: 'exhausted', reason: 'billed truth reached the cap' };
@@ -85,7 +85,7 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): Veri
   return undefined;
 }
 
-function liveRefusal(d: Deps, row: HeadroomRow): VerifyResult | undefined {
+function liveRefusal(d: Deps, row: StandingRow): VerifyResult | undefined {
   const live = standing(d, row);
   const refusal = LIVE_REFUSAL[live.status];
   return refusal ? { valid: false, refusal, detail: `stream ${row.id} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` } : undefined;
@@ -99,10 +99,13 @@ export function streamVerify(d: Deps, nodeId: string, id: string) {
   return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason };
 }
 
+/** Start of the window the observed rate is measured over. */
+const windowStart = (d: Deps) => d.now() - d.config.rateWindowSeconds * 1000;
+
 function observedRate(d: Deps, row: HeadroomRow): bigint {
   const w = d.config.rateWindowSeconds;
   if (row.billed_micro === 0n) return 0n;
-  const before = row.billed_before !== undefined ? (row.billed_before ?? 0n) : vouchers.billedAsOf(d.store.db, row.node_id, row.id, d.now() - w * 1000);
+  const before = row.billed_before ?? 0n;
   return (row.billed_micro - before) / BigInt(w);
 }
 
@@ -136,7 +139,7 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 }
 
 export function headroom(d: Deps, nodeId: string, id: string) {
-  const row = streams.getForHeadroom(d.store.db, nodeId, id, d.now() - d.config.rateWindowSeconds * 1000);
+  const row = streams.getForHeadroom(d.store.db, nodeId, id, windowStart(d));
   if (!row) throw notFound('stream');
   return headroomOf(d, row);
 }
@@ -170,7 +173,7 @@ export const finality = (d: Deps, nodeId: string, id: string) => finalityOf(d, r
 
 export function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number) {
   const after = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const rows = streams.page(d.store.db, nodeId, after, limit + 1);
+  const rows = streams.page(d.store.db, nodeId, after, limit + 1, windowStart(d));
   const page = rows.slice(0, limit);
   return {
     data: page.map((row) => {

@@ -85,8 +85,6 @@ function requireSubscription(d: Deps, nodeId: string, id: string): SubscriptionR
   return s;
 }
 
-export const getSubscription = (d: Deps, nodeId: string, id: string) => view(requireSubscription(d, nodeId, id), d.now());
-
 /** Revoke: no more deliveries, pending ones cancelled; afterwards the id is 404. */
 export function deleteSubscription(d: Deps, nodeId: string, id: string): void {
   d.store.db.transaction(() => {

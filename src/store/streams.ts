@@ -39,31 +39,28 @@ export interface StreamRow {
   rev_reason: string | null;
   budget_status: 'active' | 'halted' | 'released' | null;
   budget_reasons: string | null;
-  /** Only from `getForHeadroom`: billed amount as of the start of the rate window. */
-  billed_before?: bigint | null;
 }
 
-// One read for a stream and everything its standing depends on (the headroom path is hot).
-const LIVE = `SELECT s.*, r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons
-  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
+// The reads of a stream and everything its standing depends on share these pieces (the headroom path is hot).
+const JOINS = `FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
   LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget`;
+const STANDING_COLUMNS = 'r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons';
+/** The billed amount as of the start of the rate window (bound first), for the observed rate. */
+const BILLED_BEFORE = '(SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?) AS billed_before';
+// Only the columns headroom and verify read (not the credential's claims or the voucher texts).
+const NARROW_COLUMNS = 's.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp';
 
-export type HeadroomRow = Pick<StreamRow,
-  'node_id' | 'id' | 'budget' | 'asset' | 'cap_micro' | 'billed_micro' | 'unit_price_micro' | 'rate_micro_per_s' | 'status' | 'status_reason' | 'exp' |
-  'rev_ahead' | 'rev_reason' | 'budget_status' | 'budget_reasons' | 'billed_before'>;
-const HEADROOM = `SELECT s.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp,
-    r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons,
-    (SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?) AS billed_before
-  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
-  LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget
-  WHERE s.node_id = ? AND s.id = ?`;
-
+const LIVE = `SELECT s.*, ${STANDING_COLUMNS} ${JOINS}`;
+const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 // A stream's standing and the credential it was registered with: the read of every repeated verify.
-const STANDING = `SELECT s.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp,
-    s.credential, r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons
-  FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
-  LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget
-  WHERE s.node_id = ? AND s.id = ?`;
+const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
+const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`;
+
+/** What a stream's standing (payable or why not) is computed from. */
+export type StandingRow = Pick<StreamRow,
+  'node_id' | 'id' | 'budget' | 'asset' | 'cap_micro' | 'billed_micro' | 'unit_price_micro' | 'rate_micro_per_s' | 'status' | 'status_reason' | 'exp' |
+  'rev_ahead' | 'rev_reason' | 'budget_status' | 'budget_reasons'>;
+export type HeadroomRow = StandingRow & { billed_before: bigint | null };
 
 const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
 
@@ -85,10 +82,9 @@ export const streams = {
   getStanding: (db: Db, nodeId: string, id: string) => {
     const r = stmt(db, STANDING, true).get(nodeId, id) as Record<string, unknown> | undefined;
     if (r) r.exp = Number(r.exp);
-    return r as (HeadroomRow & { credential: string }) | undefined;
+    return r as (StandingRow & { credential: string }) | undefined;
   },
-  /** Like get, plus the billed amount as of `windowStart` (for the observed rate), in the same read. */
-  // Only the columns headroom reads (not the credential, claims or voucher texts): this read is the hot path.
+  /** The narrow read of headroom, with the billed amount as of `windowStart` for the observed rate. */
   getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) => {
     const r = stmt(db, HEADROOM, true).get(windowStart, nodeId, id) as Record<string, unknown> | undefined;
     if (r) r.exp = Number(r.exp);
@@ -110,8 +106,9 @@ export const streams = {
       status = CASE WHEN ? THEN 'exhausted' ELSE status END WHERE node_id = ? AND id = ?`).run(amount, units, voucher, signedAt, now, exhausted ? 1 : 0, nodeId, id),
   setStatus: (db: Db, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
     stmt(db, 'UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?').run(status, reason, now, nodeId, id).changes,
-  page: (db: Db, nodeId: string, afterId: string, limit: number) =>
-    (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`, true).all(nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
+  /** A page of the node's streams, each with what headroom needs (one read, not one per stream). */
+  page: (db: Db, nodeId: string, afterId: string, limit: number, windowStart: number) =>
+    (stmt(db, PAGE, true).all(windowStart, nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r) as StreamRow & HeadroomRow),
   inBudget: (db: Db, nodeId: string, budget: string) =>
     (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
 };
@@ -120,14 +117,6 @@ export const vouchers = {
   insert: (db: Db, v: { nodeId: string; stream: string; amount: bigint; units: bigint; signedAt: number; now: number; voucher: string }) =>
     stmt(db, 'INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher) VALUES (?, ?, ?, ?, ?, ?, ?)')
       .run(v.nodeId, v.stream, v.amount, v.units, v.signedAt, v.now, v.voucher),
-  /** Billed amount as of time `at` (0 when nothing was billed by then). */
-  billedAsOf: (db: Db, nodeId: string, stream: string, at: number): bigint =>
-    ((stmt(db, 'SELECT MAX(amount_micro) AS a FROM vouchers WHERE node_id = ? AND stream = ? AND received_at <= ?', true).get(nodeId, stream, at) as { a: bigint | null }).a ?? 0n),
-  /** When billing started (first accepted voucher), or undefined. */
-  firstAt: (db: Db, nodeId: string, stream: string): number | undefined => {
-    const r = stmt(db, 'SELECT MIN(received_at) AS t FROM vouchers WHERE node_id = ? AND stream = ?').get(nodeId, stream) as { t: number | null };
-    return r.t ?? undefined;
-  },
 };
 
 export interface BudgetRow { node_id: string; id: string; status: 'active' | 'halted' | 'released'; reasons: string; released_micro: bigint | null; updated_at: number }
