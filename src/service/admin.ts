@@ -6,7 +6,7 @@ import { NODE_ID_RE, newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Store } from '../store/db.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
-import { jwkProblems, type Jwk, type TrustedKey } from '../sdk/keys.js';
+import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
 
 export function checkNodeId(id: string): void {
   if (!NODE_ID_RE.test(id))
@@ -187,14 +187,7 @@ export function addKeys(store: Store, issuer: string, jwks: unknown, source: str
 }
 
 /** What is stored of a trusted JWK: the public members plus kid, alg and use. */
-function publicJwk(k: Jwk): Jwk {
-  const out: Jwk = { kty: k.kty };
-  for (const m of ['crv', 'x', 'y']) if (k[m] !== undefined) out[m] = k[m];
-  out.kid = k.kid;
-  out.alg = k.alg;
-  out.use = 'sig';
-  return out;
-}
+const publicJwk = (k: Jwk): Jwk => ({ ...publicMembers(k), kid: k.kid, alg: k.alg, use: 'sig' });
 
 /**
  * The daemon's refresh of keys trusted from a URL (DESIGN §3): each (issuer, URL) is fetched again and its keys
