@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { configError } from './domain/errors.js';
 import { createApp } from './api/app.js';
 import { log } from './log.js';
-import { DEFAULT_SERVICE_CONFIG, type Deps, type ServiceConfig } from './service/deps.js';
+import { DEFAULT_SERVICE_CONFIG, NO_RAIL, type Deps, type ServiceConfig } from './service/deps.js';
 import { Keyring } from './service/keyring.js';
 import { openStore, type Store } from './store/db.js';
 import { parseDuration } from './domain/duration.js';
@@ -104,7 +104,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     store.close();
     throw err;
   }
-  const config = { ...DEFAULT_SERVICE_CONFIG, ...o.service };
+  const config = { ...DEFAULT_SERVICE_CONFIG, ...(o.rail ? { settlementStuckMs: o.rail.policy.stuckAfterMs } : {}), ...o.service };
   const webhookPolicy = o.webhookPolicy ?? targetPolicy();
   const worker = new DeliveryWorker({
     store,
@@ -113,6 +113,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     ...(o.retrySchedule ? { retrySchedule: o.retrySchedule } : {}),
     ...(o.deliveryTimeoutMs ? { timeoutMs: o.deliveryTimeoutMs } : {}),
   });
+  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const deps: Deps = {
     store,
     keyring: new Keyring(store, { clockTolerance: config.clockTolerance }),
@@ -120,8 +121,8 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     now: Date.now,
     webhookPolicy,
     wakeDelivery: () => worker.wake(),
+    funding: settler ? { check: (s) => settler.fund(s), unavailable: () => settler.fundingUnavailable() } : NO_RAIL,
   };
-  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const railRoutes = o.rail?.rail.routes?.bind(o.rail.rail);
   const app = createApp(deps, { rateLimit: o.rateLimit, ...(railRoutes ? { extraRoutes: (a) => railRoutes(a as never) } : {}) });
   const server: ServerType = await new Promise((resolve, reject) => {

@@ -25,8 +25,8 @@ export function onError(err: Error, c: Context) {
     const status = err.code === 'usage' ? 400 : err.status;
     const code = err.code === 'usage' ? 'invalid_request' : err.code;
     const headers: Record<string, string> = status === 401 ? { 'www-authenticate': 'Bearer realm="node-svc"' } : {};
-    if (status === 429 && typeof err.extra.retryAfterSeconds === 'number') headers['retry-after'] = String(err.extra.retryAfterSeconds);
-    if (status >= 500) log.error('request failed', { code, status, path: c.req.path });
+    if ((status === 429 || status === 503) && typeof err.extra.retryAfterSeconds === 'number') headers['retry-after'] = String(err.extra.retryAfterSeconds);
+    if (status >= 500 && status !== 503) log.error('request failed', { code, status, path: c.req.path });
     return problem(c, status, code, err.message, err.extra, headers);
   }
   if (err instanceof HTTPException) {

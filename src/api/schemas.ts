@@ -35,6 +35,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   415: 'Body is not application/json',
   422: 'A named refusal',
   429: 'Rate limited (see Retry-After)',
+  503: "The stream's rail (chain RPC, card processor) cannot be read now: retry after Retry-After; never a payable answer",
 };
 export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
 
@@ -65,14 +66,18 @@ export const CredentialRefusal = RefusalProblem.extend({ valid: z.literal(false)
 
 export const StreamId = z.object({ id: z.string().min(1).max(256).openapi({ param: { name: 'id', in: 'path' }, example: 'stream-42' }) });
 
-const StreamStatus = z.enum(['open', 'exhausted', 'revoked', 'expired', 'budget_halted', 'budget_released']);
+const StreamStatus = z.enum(['open', 'exhausted', 'revoked', 'expired', 'budget_halted', 'budget_released', 'unfunded']).openapi({
+  description: "unfunded: the credential's funding source cannot pay this node (escrow channel missing, closed, paying another wallet, funded by another payer or in another token, or already backing another stream; card authorization unusable); `reason` names what differs",
+});
 export const StreamVerify = z.object({ stream: z.string(), open: z.boolean(), payable: z.boolean(), status: StreamStatus, reason: z.string().nullable() }).openapi('StreamVerify');
 
 export const Headroom = z
   .object({
     stream: z.string(),
     asset: z.string(),
-    capMicro: Micro,
+    capMicro: Micro.openapi({ description: "The credential's cap" }),
+    effectiveCapMicro: Micro.openapi({ description: 'The smaller of the cap and what the funding source can pay in all (escrow: the channel deposit); remaining cap, units and stage use it' }),
+    fundedMicro: Micro.nullable().openapi({ description: 'What the funding source can pay in all, as last read on the rail (null: the credential names no funding source)' }),
     billedMicro: Micro,
     remainingCapMicro: Micro,
     unitPriceMicro: Micro,
@@ -95,6 +100,24 @@ export const FinalityView = z
     frontier: z.object({ amountMicro: Micro, finality: Finality, reference: z.string().nullable(), checkpointedAt: Time.nullable(), finalAt: Time.nullable() }),
     billedTruth: z.object({ amountMicro: Micro, units: Micro, signedAt: Time.nullable(), voucher: z.string().nullable().openapi({ description: 'The last signed voucher' }) }),
     unsettledMicro: Micro,
+    funding: z.object({
+      status: z.enum(['none', 'pending', 'funded', 'unfunded']).openapi({ description: 'none: the credential names no funding source; pending: not read on the rail yet' }),
+      reason: z.string().nullable(),
+      fundedMicro: Micro.nullable().openapi({ description: 'What the funding source can pay in all, as last read (escrow: the channel deposit)' }),
+    }),
+    settlement: z
+      .object({
+        amountMicro: Micro.openapi({ description: 'Cumulative amount this settlement brings the frontier to' }),
+        status: z.enum(['pending', 'submitted', 'checkpointed', 'failed']),
+        reference: z.string().nullable().openapi({ description: 'Escrow: the settle transaction hash (the latest replacement); card: the balance transaction or PaymentIntent' }),
+        createdAt: Time,
+        submittedAt: Time.nullable(),
+        attempts: z.number().int().openapi({ description: 'Broadcasts: the first send, rebroadcasts and fee-bumped replacements' }),
+        lastError: z.string().nullable(),
+        stuck: z.boolean().openapi({ description: 'Sent but not mined (captured) for longer than the stuck limit' }),
+      })
+      .nullable()
+      .openapi({ description: 'The newest settlement while it is not final (null when none is): a settlement not progressing shows here' }),
     asOf: Time,
   })
   .openapi('Finality');

@@ -60,3 +60,7 @@ export const configError = (message: string, hint?: string) =>
 /** A named refusal (credential, voucher, control): 422 with `refusal` in the problem body, exit 1 in the CLI. */
 export const refused = (code: 'credential_refused' | 'voucher_refused' | 'control_refused', refusal: string, detail: string, extra: Record<string, unknown> = {}) =>
   new NodeSvcError(code, detail, { status: 422, exitCode: EXIT.negative, extra: { refusal, ...extra } });
+
+/** A dependency cannot be read now (the chain RPC, the card processor): 503, retriable, never a yes. */
+export const unavailable = (message: string, retryAfterSeconds = 5) =>
+  new NodeSvcError('unavailable', message, { status: 503, exitCode: EXIT.other, extra: { retryAfterSeconds } });

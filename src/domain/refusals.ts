@@ -1,4 +1,4 @@
-/** Every name a credential verify may refuse with (DESIGN §4). The first ten are offline; the last three need live state. */
+/** Every name a credential verify may refuse with (DESIGN §4). The first ten are offline; the rest need live state. */
 export const OFFLINE_REFUSALS = [
   'malformed',
   'unsupported_algorithm',
@@ -11,7 +11,8 @@ export const OFFLINE_REFUSALS = [
   'not_yet_valid',
   'missing_claim',
 ] as const;
-export const LIVE_REFUSALS = ['revoked', 'exhausted', 'budget_halted'] as const;
+// unfunded: the credential's funding source (escrow channel, card authorization) cannot pay this node (DESIGN §14).
+export const LIVE_REFUSALS = ['revoked', 'exhausted', 'budget_halted', 'unfunded'] as const;
 export const REFUSALS = [...OFFLINE_REFUSALS, ...LIVE_REFUSALS] as const;
 export type Refusal = (typeof REFUSALS)[number];
 

@@ -1,6 +1,7 @@
 // The rail interface: settle a stream's billed truth, then watch what was sent until it is final.
 // Sandbox and production rails differ only in keys and endpoints, never in these semantics.
 import type { Hono } from 'hono';
+import type { FundingCheck, FundingSubject } from '../domain/funding.js';
 import type { Store } from '../store/db.js';
 import type { SettlementRow } from '../store/settlements.js';
 import type { StreamRow } from '../store/streams.js';
@@ -9,7 +10,9 @@ export type RailMode = 'escrow' | 'card';
 export type RailEnv = 'sandbox' | 'production';
 
 export type SettlementState =
-  | { state: 'submitted'; note?: string } // sent, not yet checkpointed (or reorged out: resend done)
+  // sent, not yet checkpointed (or reorged out: resend done). `rebroadcast`: the rail sent it again or replaced it
+  // (same nonce, higher fees: a new reference and detail) because it was not mined in time.
+  | { state: 'submitted'; note?: string; rebroadcast?: { reference: string; detail: string; note: string } }
   | { state: 'checkpointed'; block?: bigint }
   | { state: 'final' }
   | { state: 'failed'; error: string }; // will be retried with a new settlement
@@ -35,6 +38,18 @@ export interface Rail {
   status(s: SettlementRow): Promise<SettlementState>;
   /** Extra events of a settlement at checkpoint (card: capture.created before settlement.checkpointed). */
   onCheckpoint?(s: SettlementRow): Array<{ type: 'capture.created'; reference: string }>;
+  /**
+   * Read the stream's funding source on the rail (DESIGN §14): funded with what it can pay in all, or unfunded with a
+   * reason naming what differs. Throws FundingUnavailable when the rail cannot be read (never a guess).
+   * Called when a stream is registered, and again for open streams every funding-refresh interval.
+   */
+  fund?(subject: FundingSubject): Promise<FundingCheck>;
+  /**
+   * A stream closed (exhausted, revoked, expired, budget halted or released) with nothing left to settle: release
+   * what the funding source still holds for it (card: cancel the authorization, or capture the rest as final).
+   * Returns a note for the log when something was released; throws to be retried on a later tick.
+   */
+  release?(stream: StreamRow): Promise<string | undefined>;
   /** Whether the payer asked to close this stream's channel on chain (settle now). */
   closeRequested?(stream: StreamRow): Promise<boolean>;
   /** Given the store and a way to wake the settler (e.g. on a processor webhook), before the first tick. */

@@ -1,12 +1,13 @@
 // The settlement engine, the same for every rail: policy (threshold, age, closing), one settlement in flight
 // per stream, never the same amount twice, never lower; checkpointed and final recorded with their events
 // in the transaction that moves the stream's frontier.
+import { FundingUnavailable, type FundingSubject } from '../domain/funding.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import type { Store } from '../store/db.js';
 import { recordEvent } from '../store/events.js';
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
-import { streams } from '../store/streams.js';
+import { streams, type StreamRow } from '../store/streams.js';
 import type { Rail } from './rail.js';
 
 export interface SettlementPolicy {
@@ -16,11 +17,22 @@ export interface SettlementPolicy {
   maxAgeMs: number;
   /** …or at once when the stream closes (exhausted, revoked, expired, budget halted/released) or its channel close is requested. */
   onClose: boolean;
+  /** A settlement sent but not mined (captured) for this long is stuck: rebroadcast / replaced, warned, counted. */
+  stuckAfterMs: number;
 }
 
 const MAX_SUBMITS_PER_TICK = 16;
+/** Funding reads per tick (each is one rail request): open streams are re-read round-robin, oldest reading first. */
+const MAX_FUNDING_READS_PER_TICK = 32;
+/** How long the rail may be unreadable before funding answers are refused with 503 instead of served from the last reading. */
+const FUNDING_GRACE_MS = 30_000;
 
-export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true };
+export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true, stuckAfterMs: 60_000 };
+
+/** The stream as a rail judges its funding. */
+export const fundingSubject = (row: StreamRow): FundingSubject => ({
+  nodeId: row.node_id, stream: row.id, payer: row.payer, asset: row.asset, mode: row.mode, claims: JSON.parse(row.claims) as Record<string, unknown>,
+});
 
 export class Settler {
   #timer: NodeJS.Timeout | undefined;
@@ -28,6 +40,10 @@ export class Settler {
   #stopped = false;
   /** Streams whose settlement failed: retried with exponential backoff (a refused one must not spin every tick). */
   readonly #backoff = new Map<string, { failures: number; nextAt: number }>();
+  /** Since when every funding read failed (the rail unreadable), and why. */
+  #unreadable: { since: number; error: string } | undefined;
+  /** Settlements already warned about as stuck (one warning each, not one per tick). */
+  readonly #warnedStuck = new Set<string>();
   constructor(
     private readonly store: Store,
     private readonly rail: Rail,
@@ -64,11 +80,78 @@ export class Settler {
     await this.#running;
   }
 
-  /** One pass: advance what was sent, then start what the policy asks for. True when more is due at once. */
+  /** One pass: advance what was sent, re-read funding, release closed streams, then start what the policy asks for. True when more is due at once. */
   async tick(): Promise<boolean> {
     await this.rail.poll?.();
-    for (const s of settlements.open(this.store.db, this.rail.mode)) await this.#advance(s);
+    for (const s of settlements.open(this.store.db, this.rail.mode)) {
+      if (this.#stopped) return false; // what is in flight is recorded; the next start resumes it
+      await this.#advance(s);
+    }
+    await this.#refreshFunding();
+    await this.#release();
     return this.#startDue();
+  }
+
+  /** Read the rail's word on a stream's funding now (registration). Throws FundingUnavailable. */
+  async fund(subject: FundingSubject) {
+    if (subject.mode !== this.rail.mode) return { funded: false as const, reason: `this daemon settles on the ${this.rail.mode} rail, not ${subject.mode}` };
+    if (!this.rail.fund) return { funded: false as const, reason: `the ${this.rail.mode} rail cannot read funding sources` };
+    try {
+      const check = await this.rail.fund(subject);
+      this.#unreadable = undefined;
+      return check;
+    } catch (err) {
+      if (err instanceof FundingUnavailable) this.#unreadable ??= { since: this.now(), error: err.message };
+      throw err;
+    }
+  }
+
+  /** Why funding readings cannot be trusted now: the rail has been unreadable for longer than the grace. */
+  fundingUnavailable(): string | undefined {
+    const u = this.#unreadable;
+    return u && this.now() - u.since > FUNDING_GRACE_MS ? `the ${this.rail.mode} rail has been unreadable for ${Math.round((this.now() - u.since) / 1000)} s (${u.error})` : undefined;
+  }
+
+  /** Re-read the funding of open streams (top-ups raise the effective cap; a closed channel stops payment). */
+  async #refreshFunding(): Promise<void> {
+    if (!this.rail.fund) return;
+    const every = Math.min(this.policy.maxAgeMs, 10_000);
+    const db = this.store.db;
+    for (const row of streams.fundingDue(db, this.rail.mode, this.now() - every, MAX_FUNDING_READS_PER_TICK)) {
+      if (this.#stopped) return;
+      let check;
+      try {
+        check = await this.fund(fundingSubject(row));
+      } catch (err) {
+        log.warn('funding source unreadable; the last reading stands until the grace ends', { stream: row.id, error: (err as Error).message });
+        return;
+      }
+      const now = this.now();
+      if (row.funding_status === 'funded' && !check.funded) log.warn('stream no longer funded', { node: row.node_id, stream: row.id, reason: check.reason });
+      streams.setFunding(db, row.node_id, row.id, check.funded
+        ? { status: 'funded', reason: null, limitMicro: check.limitMicro, now }
+        // A source that paid this node before keeps its last reading: what was billed within it is still settled (a
+        // channel whose close grace ended can be settled until the payer withdraws).
+        : { status: 'unfunded', reason: check.reason, limitMicro: row.funding_limit_micro, now });
+    }
+  }
+
+  /** Closed streams with nothing left to settle: the rail releases what their source still holds (card authorizations). */
+  async #release(): Promise<void> {
+    if (!this.rail.release) return;
+    const db = this.store.db;
+    for (const row of streams.toRelease(db, this.rail.mode, this.now(), MAX_SUBMITS_PER_TICK)) {
+      if (this.#stopped) return;
+      const target = this.rail.settleable ? this.rail.settleable(row) : row.billed_micro;
+      if (target > settlements.frontier(db, row.node_id, row.id) && this.rail.accepts?.(row) !== false && row.funding_limit_micro !== null) continue; // settle first
+      try {
+        const note = await this.rail.release(row);
+        streams.released(db, row.node_id, row.id, this.now());
+        if (note) log.info('funding released', { node: row.node_id, stream: row.id, note });
+      } catch (err) {
+        log.warn('funding release failed; will retry', { node: row.node_id, stream: row.id, error: (err as Error).message });
+      }
+    }
   }
 
   async #advance(s: SettlementRow): Promise<void> {
@@ -97,9 +180,22 @@ export class Settler {
         log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
       } else if (st.state === 'submitted') {
         if (s.status === 'checkpointed') settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
+        if (st.rebroadcast) {
+          settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
+          metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
+        }
+        const sentAt = Number(s.submitted_at ?? s.created_at);
+        if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
+          this.#warnedStuck.add(s.id);
+          log.warn('settlement stuck: sent but not mined', {
+            settlement: s.id, stream: s.stream, amountMicro: s.amount_micro.toString(), reference: st.rebroadcast?.reference ?? s.reference,
+            sentSecondsAgo: Math.round((now - sentAt) / 1000), attempts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
+          });
+        }
       } else if (st.state === 'checkpointed' || st.state === 'final') {
         if (s.status === 'pending' || s.status === 'submitted') {
           this.#backoff.delete(`${s.node_id}\0${s.stream}`);
+          this.#warnedStuck.delete(s.id);
           settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
           for (const extra of this.rail.onCheckpoint?.(s) ?? []) recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
           frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
@@ -120,6 +216,7 @@ export class Settler {
     const now = this.now();
     let started = 0;
     for (const c of unsettledStreams(this.store.db, this.rail.mode)) {
+      if (this.#stopped) return false;
       // A bounded number per tick, so what was sent is advanced (checkpointed, final) between batches.
       if (started >= MAX_SUBMITS_PER_TICK) return true;
       if (c.in_flight || c.billed_micro <= c.settled) continue;
@@ -129,6 +226,8 @@ export class Settler {
       const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
       const row = streams.get(this.store.db, c.node_id, c.id);
       if (!row || (this.rail.accepts && !this.rail.accepts(row))) continue;
+      // Only a source the rail once confirmed pays this node is settled (an unconfirmed channel would pay someone else, or nothing).
+      if (row.funding_source !== null && row.funding_limit_micro === null) continue;
       const target = this.rail.settleable ? this.rail.settleable(row) : row.billed_micro;
       if (target <= c.settled) continue; // e.g. only a remainder below the rail's smallest unit
       let due = target - c.settled >= this.policy.thresholdMicro || old || (this.policy.onClose && closing);

@@ -1,6 +1,7 @@
 import type { Store } from '../store/db.js';
 import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
+import type { FundingCheck, FundingSubject } from '../domain/funding.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -11,6 +12,8 @@ export interface ServiceConfig {
   lowPercentLeft: number;
   criticalPercentLeft: number;
   lowRatePercent: number;
+  /** A settlement sent but not mined (captured) for this long is stuck: warned, counted, /healthz degraded. */
+  settlementStuckMs: number;
 }
 
 export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
@@ -19,6 +22,7 @@ export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
   lowPercentLeft: 20,
   criticalPercentLeft: 5,
   lowRatePercent: 80,
+  settlementStuckMs: 60_000,
 };
 
 /** What the use cases need: no HTTP or terminal types in here. */
@@ -29,6 +33,22 @@ export interface Deps {
   now(): number;
   /** Where webhooks may be delivered (checked at subscription time for IP literals, and at connect time). */
   webhookPolicy?: TargetPolicy;
+  /** Reads a stream's funding source on its rail (registration), and says when the rail has been unreadable for too long. */
+  funding?: FundingGate;
   /** Wakes the delivery worker (redeliver). */
   wakeDelivery?: () => void;
 }
+
+/** The rail's side of funding, as the use cases see it (the daemon wires it to the configured rail). */
+export interface FundingGate {
+  /** Read the source now. Throws FundingUnavailable when the rail cannot be read. */
+  check(subject: FundingSubject): Promise<FundingCheck>;
+  /** Why funding answers cannot be trusted now (the rail unreadable for a while), or undefined. */
+  unavailable(): string | undefined;
+}
+
+/** Without a rail nothing can pay a stream that names a funding source: not payable, never a guess. */
+export const NO_RAIL: FundingGate = {
+  check: async (s) => ({ funded: false, reason: `this daemon settles on no rail, so nothing can pay the ${s.mode} funding source the credential names (start the daemon with --mode ${s.mode})` }),
+  unavailable: () => undefined,
+};

@@ -2,24 +2,26 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { parseMicro, parsePositiveMicro } from '../domain/amount.js';
 import type { VerifiedClaims, VerifyResult } from '../domain/credential.js';
-import { notFound, refused } from '../domain/errors.js';
+import { notFound, refused, unavailable } from '../domain/errors.js';
+import { effectiveCap, fundingSource, FundingUnavailable, type FundingCheck } from '../domain/funding.js';
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
+import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
-import { budgets, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
-import type { Deps } from './deps.js';
+import { budgets, fundingSources, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
+import { NO_RAIL, type Deps } from './deps.js';
 
-export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released';
+export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released' | 'unfunded';
 
 interface Standing {
   status: StreamStatus;
   reason: string | null;
 }
 
-/** Why a stream is or is not payable now: revoked > exhausted > budget > expiry. */
+/** Why a stream is or is not payable now: revoked > exhausted > budget > expiry > funding. */
 function standing(d: Deps, row: StandingRow): Standing {
   if (row.status === 'revoked') return { status: 'revoked', reason: row.status_reason };
   if (row.rev_ahead) return { status: 'revoked', reason: row.rev_reason };
@@ -27,8 +29,20 @@ function standing(d: Deps, row: StandingRow): Standing {
   if (row.budget_status === 'halted') return { status: 'budget_halted', reason: (JSON.parse(row.budget_reasons ?? '[]') as string[]).join(',') };
   if (row.budget_status === 'released') return { status: 'budget_released', reason: `budget ${row.budget} was released` };
   if (d.now() >= row.exp * 1000) return { status: 'expired', reason: `credential expired at ${iso(row.exp * 1000)}` };
+  if (row.funding_status === 'unfunded') return { status: 'unfunded', reason: row.funding_reason };
+  if (row.funding_status === 'pending') return { status: 'unfunded', reason: 'its funding source has not been read on the rail yet' };
   return { status: 'open', reason: null };
 }
+
+/** A stream backed by a funding source is judged by the rail's word: when the rail has been unreadable for too long, 503. */
+function requireFundingFresh(d: Deps, row: Pick<StandingRow, 'funding_source'>): void {
+  if (row.funding_source === null) return;
+  const why = (d.funding ?? NO_RAIL).unavailable();
+  if (why) throw unavailable(`the stream's funding cannot be confirmed now: ${why}`);
+}
+
+/** The stream's cap as far as its funding source can pay it. */
+const capOf = (row: Pick<StandingRow, 'cap_micro' | 'funding_limit_micro'>) => effectiveCap(row.cap_micro, row.funding_limit_micro);
 
 function requireStream(d: Deps, nodeId: string, id: string): StreamRow {
   const row = streams.get(d.store.db, nodeId, id);
@@ -36,29 +50,44 @@ function requireStream(d: Deps, nodeId: string, id: string): StreamRow {
   return row;
 }
 
-const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked', exhausted: 'exhausted', budget_halted: 'budget_halted', budget_released: 'budget_halted' };
+const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked', exhausted: 'exhausted', budget_halted: 'budget_halted', budget_released: 'budget_halted', unfunded: 'unfunded' };
 
 /**
  * POST /v1/allowances/verify: the offline verifier plus live state. A valid credential aimed at the caller
  * registers its stream, or renews it when its iat is newer (the cap never drops below what is billed).
+ * A new stream whose credential names a funding source (escrow channel, card authorization) is registered with the
+ * rail's reading of that source, taken before the write: a rail that cannot be read is a 503, nothing registered.
  */
-export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyResult {
+export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): Promise<VerifyResult> {
   const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
   // The same credential again (every paid request of a stream): a read, no write transaction.
   const known = streams.getStanding(d.store.db, nodeId, out.claims.result.stream);
   if (known && known.credential === jws) {
+    requireFundingFresh(d, known);
     const refusal = liveRefusal(d, known);
     return refusal ?? out.claims.result;
   }
+  const c = out.claims.result;
+  const source = fundingSource(c.mode, out.claims.claims);
+  let check: FundingCheck | undefined;
+  if (source && !known && !fundingSources.holder(d.store.db, source)) {
+    try {
+      check = await (d.funding ?? NO_RAIL).check({ nodeId, stream: c.stream, payer: c.payer, asset: c.asset, mode: c.mode, claims: out.claims.claims });
+    } catch (err) {
+      if (err instanceof FundingUnavailable) throw unavailable(`cannot read the credential's funding source on the rail: ${err.message}`);
+      throw err;
+    }
+  }
+  if (known) requireFundingFresh(d, known);
   return d.store.db.transaction((): VerifyResult => {
-    const r = register(d, nodeId, jws as string, out.claims);
+    const r = register(d, nodeId, jws as string, out.claims, source, check);
     return r ?? out.claims.result;
   }).immediate();
 }
 
 /** Register or renew the credential's stream; a refusal when live state says no. Call inside a transaction. */
-function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): VerifyResult | undefined {
+function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims, source: string | undefined, check: FundingCheck | undefined): VerifyResult | undefined {
   const db = d.store.db;
   const c = v.result;
   const now = d.now();
@@ -71,18 +100,37 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims): Veri
     node_id: nodeId, id: c.stream, budget: c.budget, issuer: c.issuer, payer: c.payer, credential_id: c.credentialId, credential: jws,
     iat: v.iat, exp: v.exp, cap_micro: BigInt(c.capMicro), asset: c.asset, unit_price_micro: BigInt(c.unitPriceMicro),
     rate_micro_per_s: c.rateMicroPerSecond === null ? null : BigInt(c.rateMicroPerSecond), mode: c.mode,
-    voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now,
+    voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now, funding_source: source ?? null,
   };
   if (!row) {
     streams.insert(db, fields);
-    return undefined;
+    if (source) bindSource(d, nodeId, c.stream, source, check, now);
+    return liveRefusal(d, streams.getStanding(db, nodeId, c.stream)!);
   }
-  if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode)
-    return { valid: false, refusal: 'malformed', detail: `stream ${c.stream} is already registered with another issuer, payer, budget, asset or mode` };
+  if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode || row.funding_source !== (source ?? null))
+    return { valid: false, refusal: 'malformed', detail: `stream ${c.stream} is already registered with another issuer, payer, budget, asset, mode or funding source` };
   const refused = liveRefusal(d, row);
   if (refused) return refused;
   streams.renew(db, fields);
   return undefined;
+}
+
+/**
+ * One source backs one stream (its vouchers are cumulative for the source): the first stream registered with it holds
+ * it; a later one is unfunded, naming the holder only when it is the same node's (404 rules: never another node's id).
+ */
+function bindSource(d: Deps, nodeId: string, stream: string, source: string, check: FundingCheck | undefined, now: number): void {
+  const db = d.store.db;
+  const holder = fundingSources.bind(db, source, nodeId, stream, now);
+  const what = source.startsWith('escrow:') ? `escrow channel ${source.split(':')[3]}` : `card authorization ${source.slice(5)}`;
+  if (holder.node_id !== nodeId || holder.stream !== stream) {
+    const whose = holder.node_id === nodeId ? `stream ${holder.stream} of this node` : 'a stream of another node';
+    streams.setFunding(db, nodeId, stream, { status: 'unfunded', reason: `${what} already backs ${whose}; one funding source backs one stream`, limitMicro: null, now });
+  } else if (check) {
+    streams.setFunding(db, nodeId, stream, check.funded
+      ? { status: 'funded', reason: null, limitMicro: check.limitMicro, now }
+      : { status: 'unfunded', reason: check.reason, limitMicro: null, now });
+  }
 }
 
 function liveRefusal(d: Deps, row: StandingRow): VerifyResult | undefined {
@@ -93,8 +141,9 @@ function liveRefusal(d: Deps, row: StandingRow): VerifyResult | undefined {
 
 export function streamVerify(d: Deps, nodeId: string, id: string) {
   const row = requireStream(d, nodeId, id);
+  requireFundingFresh(d, row);
   const s = standing(d, row);
-  const remaining = row.cap_micro - row.billed_micro;
+  const remaining = capOf(row) - row.billed_micro;
   const open = s.status === 'open';
   return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason };
 }
@@ -111,11 +160,13 @@ function observedRate(d: Deps, row: HeadroomRow): bigint {
 
 function headroomOf(d: Deps, row: HeadroomRow) {
   const s = standing(d, row);
-  const remaining = row.cap_micro - row.billed_micro;
+  const cap = capOf(row);
+  const left = cap - row.billed_micro;
+  const remaining = left > 0n ? left : 0n;
   const observed = observedRate(d, row);
   const stage: Stage = degradationStage({
     payable: s.status === 'open',
-    capMicro: row.cap_micro,
+    capMicro: cap,
     remainingMicro: remaining,
     limitMicroPerSecond: row.rate_micro_per_s,
     observedMicroPerSecond: observed,
@@ -127,6 +178,8 @@ function headroomOf(d: Deps, row: HeadroomRow) {
     stream: row.id,
     asset: row.asset,
     capMicro: row.cap_micro.toString(),
+    effectiveCapMicro: cap.toString(),
+    fundedMicro: row.funding_limit_micro === null ? null : row.funding_limit_micro.toString(),
     billedMicro: row.billed_micro.toString(),
     remainingCapMicro: remaining.toString(),
     unitPriceMicro: row.unit_price_micro.toString(),
@@ -141,6 +194,7 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 export function headroom(d: Deps, nodeId: string, id: string) {
   const row = streams.getForHeadroom(d.store.db, nodeId, id, windowStart(d));
   if (!row) throw notFound('stream');
+  requireFundingFresh(d, row);
   return headroomOf(d, row);
 }
 
@@ -165,7 +219,26 @@ export function finalityOf(d: Deps, row: StreamRow) {
       voucher: row.billed_voucher,
     },
     unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(),
+    funding: { status: row.funding_status, reason: row.funding_reason, fundedMicro: row.funding_limit_micro === null ? null : row.funding_limit_micro.toString() },
+    settlement: inProgress(d, row),
     asOf: iso(d.now()),
+  };
+}
+
+/** The newest settlement when it is not final yet: amount, reference, attempts, last error, stuck past the limit. */
+function inProgress(d: Deps, row: StreamRow) {
+  const s = settlements.latestUnfinished(d.store.db, row.node_id, row.id);
+  if (!s) return null;
+  const sentAt = s.submitted_at === null ? null : Number(s.submitted_at);
+  return {
+    amountMicro: s.amount_micro.toString(),
+    status: s.status,
+    reference: s.reference,
+    createdAt: iso(Number(s.created_at)),
+    submittedAt: sentAt === null ? null : iso(sentAt),
+    attempts: Number(s.attempts),
+    lastError: s.error,
+    stuck: (s.status === 'pending' || s.status === 'submitted') && d.now() - (sentAt ?? Number(s.created_at)) > d.config.settlementStuckMs,
   };
 }
 
@@ -274,15 +347,17 @@ export function checkEip712Voucher(row: StreamRow, v: unknown, now = Date.now())
  * POST /v1/streams/{id}/vouchers: a new billed truth, or `stale` (idempotent) at or below it, or a refusal.
  * Reaching the cap marks the stream exhausted and records stream.exhausted in the same transaction.
  */
-export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
+export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
   if (credential !== undefined && !streams.get(d.store.db, nodeId, id)) {
-    const r = verifyCredential(d, nodeId, credential);
-    if (!r.valid) throw refused('credential_refused', r.refusal, r.detail, { valid: false });
-    if (r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
+    const r = await verifyCredential(d, nodeId, credential);
+    // A credential that registered its stream as unfunded: the voucher is refused as for any stream not payable.
+    if (!r.valid && r.refusal !== 'unfunded') throw refused('credential_refused', r.refusal, r.detail, { valid: false });
+    if (r.valid && r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
   }
   return d.store.db.transaction(() => {
     const db = d.store.db;
     const row = requireStream(d, nodeId, id);
+    requireFundingFresh(d, row);
     const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
     const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
     if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
@@ -292,13 +367,16 @@ export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unkn
     if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { streamStatus: s.status });
     if (v.units < row.billed_units) throw vRefuse('not_monotone', `voucher units ${v.units} are below the billed ${row.billed_units}`, billed);
     if (v.amount > row.cap_micro) throw vRefuse('over_cap', `voucher amount ${v.amount} is above the cap ${row.cap_micro}`, { capMicro: row.cap_micro.toString(), ...billed });
+    const cap = capOf(row);
+    if (v.amount > cap)
+      throw vRefuse('over_cap', `voucher amount ${v.amount} is above what the funding source can pay: ${row.funding_source?.startsWith('escrow:') ? 'the channel deposit' : 'the authorization'} is ${cap}`, { capMicro: row.cap_micro.toString(), effectiveCapMicro: cap.toString(), ...billed });
     const now = d.now();
     const exhausted = v.amount === row.cap_micro;
     streams.bill(db, nodeId, id, v.amount, v.units, encoded, v.iat, now, exhausted);
     vouchers.insert(db, { nodeId, stream: id, amount: v.amount, units: v.units, signedAt: v.iat, now, voucher: encoded });
     if (exhausted)
       recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: v.amount.toString() }, now);
-    const remaining = row.cap_micro - v.amount;
+    const remaining = cap - v.amount;
     return {
       accepted: true as const,
       stream: row.id,

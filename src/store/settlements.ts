@@ -17,6 +17,9 @@ export interface SettlementRow {
   submitted_at: bigint | null;
   checkpointed_at: bigint | null;
   final_at: bigint | null;
+  /** Broadcasts of its transaction (first send, rebroadcasts, fee-bumped replacements). */
+  attempts: bigint;
+  last_broadcast_at: bigint | null;
 }
 
 export const settlements = {
@@ -33,7 +36,26 @@ export const settlements = {
     return id;
   },
   submitted: (db: Db, id: string, reference: string, detail: string | null, now: number) =>
-    stmt(db, "UPDATE settlements SET status = 'submitted', reference = ?, detail = ?, submitted_at = ?, error = NULL WHERE id = ?").run(reference, detail, now, id),
+    stmt(db, `UPDATE settlements SET status = 'submitted', reference = ?, detail = ?, submitted_at = COALESCE(submitted_at, ?), error = NULL,
+      attempts = MAX(attempts, 1), last_broadcast_at = COALESCE(last_broadcast_at, ?) WHERE id = ?`).run(reference, detail, now, now, id),
+  /** Sent again (same transaction) or replaced (same nonce, higher fees: a new reference); `note` says which and why. */
+  rebroadcast: (db: Db, id: string, reference: string, detail: string, note: string, now: number) =>
+    stmt(db, "UPDATE settlements SET reference = ?, detail = ?, error = ?, attempts = attempts + 1, last_broadcast_at = ? WHERE id = ? AND status = 'submitted'")
+      .run(reference, detail, note, now, id),
+  /** A problem worth showing that does not end the settlement (status unchanged). */
+  note: (db: Db, id: string, error: string) => stmt(db, 'UPDATE settlements SET error = ? WHERE id = ?').run(error, id),
+  /** The newest settlement of a stream, when it is not final: what the finality view shows as in progress. */
+  latestUnfinished: (db: Db, nodeId: string, stream: string) => {
+    const r = stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at DESC, rowid DESC LIMIT 1', true).get(nodeId, stream) as SettlementRow | undefined;
+    return r && r.status !== 'final' ? r : undefined;
+  },
+  /** Settlements sent but not mined/captured for longer than `stuckAfterMs`, and failed ones not yet superseded. */
+  health: (db: Db, now: number, stuckAfterMs: number) =>
+    stmt(db, `SELECT
+        SUM(status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?) AS stuck,
+        SUM(status IN ('pending', 'submitted', 'checkpointed')) AS in_flight,
+        MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
+      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get(now - stuckAfterMs) as { stuck: number | null; in_flight: number | null; oldest_unmined: number | null },
   checkpointed: (db: Db, id: string, block: bigint | null, now: number) =>
     stmt(db, "UPDATE settlements SET status = 'checkpointed', block_number = ?, checkpointed_at = COALESCE(checkpointed_at, ?) WHERE id = ?").run(block, now, id),
   final: (db: Db, id: string, now: number) => stmt(db, "UPDATE settlements SET status = 'final', final_at = ? WHERE id = ?").run(now, id),

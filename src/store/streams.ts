@@ -2,6 +2,8 @@
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
 import { stmt, type Db } from './db.js';
 
+export type FundingStatus = 'none' | 'pending' | 'funded' | 'unfunded';
+
 export interface StreamRow {
   node_id: string;
   id: string;
@@ -34,6 +36,13 @@ export interface StreamRow {
   frontier_final_at: number | null;
   created_at: number;
   updated_at: number;
+  /** The funding source the credential names (domain/funding.ts) and the rail's last word on it. */
+  funding_source: string | null;
+  funding_status: FundingStatus;
+  funding_reason: string | null;
+  funding_limit_micro: bigint | null;
+  funding_checked_at: number | null;
+  funding_released_at: number | null;
   /** Joined in the same read: a revocation (maybe ahead of the stream), the budget's status. */
   rev_ahead: bigint;
   rev_reason: string | null;
@@ -48,7 +57,8 @@ const STANDING_COLUMNS = 'r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_rea
 /** The billed amount as of the start of the rate window (bound first), for the observed rate. */
 const BILLED_BEFORE = '(SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?) AS billed_before';
 // Only the columns headroom and verify read (not the credential's claims or the voucher texts).
-const NARROW_COLUMNS = 's.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp';
+const NARROW_COLUMNS = 's.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp, ' +
+  's.funding_source, s.funding_status, s.funding_reason, s.funding_limit_micro';
 
 const LIVE = `SELECT s.*, ${STANDING_COLUMNS} ${JOINS}`;
 const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
@@ -59,10 +69,10 @@ const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s
 /** What a stream's standing (payable or why not) is computed from. */
 export type StandingRow = Pick<StreamRow,
   'node_id' | 'id' | 'budget' | 'asset' | 'cap_micro' | 'billed_micro' | 'unit_price_micro' | 'rate_micro_per_s' | 'status' | 'status_reason' | 'exp' |
-  'rev_ahead' | 'rev_reason' | 'budget_status' | 'budget_reasons'>;
+  'funding_source' | 'funding_status' | 'funding_reason' | 'funding_limit_micro' | 'rev_ahead' | 'rev_reason' | 'budget_status' | 'budget_reasons'>;
 export type HeadroomRow = StandingRow & { billed_before: bigint | null };
 
-const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at'] as const;
+const NUMBER_COLUMNS = ['iat', 'exp', 'billed_signed_at', 'frontier_checkpointed_at', 'frontier_final_at', 'created_at', 'updated_at', 'funding_checked_at', 'funding_released_at'] as const;
 
 /** Timestamps back to numbers; money stays BigInt. */
 function toStream(raw: Record<string, unknown> | undefined): StreamRow | undefined {
@@ -75,6 +85,8 @@ export interface NewStream {
   node_id: string; id: string; budget: string; issuer: string; payer: string; credential_id: string; credential: string;
   iat: number; exp: number; cap_micro: bigint; asset: string; unit_price_micro: bigint; rate_micro_per_s: bigint | null;
   mode: string; voucher_key: string; claims: string; now: number;
+  /** The source the credential names; the stream starts `pending` with one (not payable until the rail says so). */
+  funding_source: string | null;
 }
 
 export const streams = {
@@ -92,9 +104,9 @@ export const streams = {
   },
   insert: (db: Db, s: NewStream) =>
     stmt(db, `INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
-      rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at)
+      rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at, funding_source, funding_status)
       VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
-      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now)`).run(s),
+      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, CASE WHEN @funding_source IS NULL THEN 'none' ELSE 'pending' END)`).run(s),
   /** A newer credential renews the stream: its cap never drops below what is already billed. */
   renew: (db: Db, s: NewStream) =>
     stmt(db, `UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,
@@ -109,8 +121,39 @@ export const streams = {
   /** A page of the node's streams, each with what headroom needs (one read, not one per stream). */
   page: (db: Db, nodeId: string, afterId: string, limit: number, windowStart: number) =>
     (stmt(db, PAGE, true).all(windowStart, nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r) as StreamRow & HeadroomRow),
+  /** Record the rail's answer on the stream's funding source. */
+  setFunding: (db: Db, nodeId: string, id: string, f: { status: 'funded' | 'unfunded'; reason: string | null; limitMicro: bigint | null; now: number }) =>
+    stmt(db, 'UPDATE streams SET funding_status = ?, funding_reason = ?, funding_limit_micro = ?, funding_checked_at = ? WHERE node_id = ? AND id = ? AND funding_source IS NOT NULL')
+      .run(f.status, f.reason, f.limitMicro, f.now, nodeId, id),
+  /** Open streams of a mode holding their funding source, read longest ago first (never read first), up to `limit`. */
+  fundingDue: (db: Db, mode: string, checkedBefore: number, limit: number) =>
+    (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.status = 'open'
+        AND (s.funding_checked_at IS NULL OR s.funding_checked_at < ?)
+        AND EXISTS (SELECT 1 FROM funding_sources f WHERE f.source = s.funding_source AND f.node_id = s.node_id AND f.stream = s.id)
+      ORDER BY s.funding_checked_at IS NOT NULL, s.funding_checked_at LIMIT ?`, true).all(mode, checkedBefore, limit) as Record<string, unknown>[])
+      .map((r) => toStream(r)!),
+  /**
+   * Streams of a mode holding a funding source that were not released yet and are closed (exhausted, revoked,
+   * budget halted or released, expired at `now`) with no settlement in flight: candidates for the rail's release().
+   */
+  toRelease: (db: Db, mode: string, now: number, limit: number) =>
+    (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.funding_released_at IS NULL
+        AND (s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status, 'active') != 'active' OR s.exp * 1000 <= ?)
+        AND NOT EXISTS (SELECT 1 FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status IN ('pending', 'submitted'))
+      ORDER BY s.updated_at LIMIT ?`, true).all(mode, now, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
+  released: (db: Db, nodeId: string, id: string, now: number) =>
+    stmt(db, 'UPDATE streams SET funding_released_at = ? WHERE node_id = ? AND id = ?').run(now, nodeId, id),
   inBudget: (db: Db, nodeId: string, budget: string) =>
     (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
+};
+
+export const fundingSources = {
+  /** Bind `source` to the stream unless another stream holds it; returns the holder (this stream when it won). */
+  bind: (db: Db, source: string, nodeId: string, stream: string, now: number) => {
+    stmt(db, 'INSERT OR IGNORE INTO funding_sources(source, node_id, stream, bound_at) VALUES (?, ?, ?, ?)').run(source, nodeId, stream, now);
+    return fundingSources.holder(db, source)!;
+  },
+  holder: (db: Db, source: string) => stmt(db, 'SELECT node_id, stream FROM funding_sources WHERE source = ?').get(source) as { node_id: string; stream: string } | undefined,
 };
 
 export const vouchers = {

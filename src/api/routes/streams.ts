@@ -41,11 +41,11 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       responses: {
         200: json(ValidCredential, 'Valid, live and aimed at the caller: the payload'),
         422: { description: 'A named refusal; never a payload', content: { 'application/problem+json': { schema: CredentialRefusal } } },
-        ...problemResponses(400, 401, 413, 415, 429),
+        ...problemResponses(400, 401, 413, 415, 429, 503),
       },
     }),
-    (c) => {
-      const r = verifyCredential(d, c.get('node'), c.req.valid('json').credential);
+    async (c) => {
+      const r = await verifyCredential(d, c.get('node'), c.req.valid('json').credential);
       metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
       if (r.valid) return c.json(r, 200);
       return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
@@ -68,7 +68,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/streams/{id}/verify', tags: ['streams'], security, operationId: 'verifyStream', summary: 'Is the stream open and payable to the caller',
       request: { params: StreamId },
-      responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(401, 404, 429) },
+      responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(401, 404, 429, 503) },
     }),
     (c, id) => c.json(streamVerify(d, c.get('node'), id), 200),
   );
@@ -77,7 +77,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/streams/{id}/headroom', tags: ['streams'], security, operationId: 'getHeadroom', summary: 'Remaining cap, remaining network units, rate, degradation stage',
       request: { params: StreamId },
-      responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(401, 404, 429) },
+      responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(401, 404, 429, 503) },
     }),
     (c, id) => c.json(headroom(d, c.get('node'), id), 200),
   );
@@ -98,12 +98,12 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       responses: {
         200: json(VoucherAccepted, 'Accepted, or accepted:false reason "stale" at or below the billed truth (idempotent)'),
         422: { description: 'voucher_refused (or credential_refused for the optional credential)', content: { 'application/problem+json': { schema: VoucherRefusal } } },
-        ...problemResponses(400, 401, 404, 413, 415, 429),
+        ...problemResponses(400, 401, 404, 413, 415, 429, 503),
       },
     }),
-    (c) => {
+    async (c) => {
       const body = c.req.valid('json');
-      return c.json(submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
+      return c.json(await submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
     },
   );
 }
