@@ -8,7 +8,7 @@ type Kind = 'string' | 'integer' | 'list';
 export const CONFIG_KEYS: Record<string, Kind> = {
   host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer',
   webhookAllow: 'list', webhookDeny: 'list', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
-  contract: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
+  contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string',
 };
 

@@ -125,7 +125,7 @@ async function escrowRail(dataDir: string, st: SandboxState): Promise<RailSandbo
   const walletFile = join(dataDir, 'wallet.key');
   writeFileSync(walletFile, chain.operator.key, { mode: 0o600 });
   return {
-    flags: { mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow, walletKeyFile: walletFile, confirmations: '2', settleThreshold: '500000', settleInterval: '15s' },
+    flags: { mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow, assetToken: chain.token, walletKeyFile: walletFile, confirmations: '2', rebroadcastAfter: '10s', settleStuckAfter: '30s', settleThreshold: '500000', settleInterval: '15s' },
     payer: () => ({
       async open(id, cap, unit, budget) {
         const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: cap });

@@ -13,7 +13,10 @@ export interface RailFlags {
   rpcUrl?: string;
   chainId?: string;
   contract?: string;
+  assetToken?: string;
   walletKeyFile?: string;
+  rebroadcastAfter?: string;
+  settleStuckAfter?: string;
   confirmations?: string;
   settleThreshold?: string;
   settleInterval?: string;
@@ -30,7 +33,7 @@ export interface RailSetup {
 
 export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
   if (!f.mode) {
-    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'walletKeyFile', 'cardKeyFile', 'cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
+    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'assetToken', 'walletKeyFile', 'rebroadcastAfter', 'cardKeyFile', 'cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
     if (stray.length) throw configError(`--${stray.map(kebab).join(', --')} given without --mode`, 'add --mode escrow (or card)');
     return undefined;
   }
@@ -49,12 +52,20 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
     if (ms === undefined) problems.push('--settle-interval must be a duration (e.g. 30s, 5m)');
     else policy.maxAgeMs = ms;
   }
+  if (f.settleStuckAfter !== undefined) {
+    const ms = parseDuration(f.settleStuckAfter);
+    if (ms === undefined || ms < 1000) problems.push('--settle-stuck-after must be a duration of at least 1s (e.g. 60s, 5m)');
+    else policy.stuckAfterMs = ms;
+  }
   if (f.mode === 'card') {
     const { cardRailFromFlags } = await import('./card/config.js');
     return cardRailFromFlags(f, env, { env: railEnv, policy, problems });
   }
   // escrow
   if (f.cardKeyFile || env.NODE_SVC_CARD_KEY || env.NODE_SVC_CARD_KEY_FILE) problems.push('card processor keys are set, but escrow mode takes no card credentials (unset --card-key-file / NODE_SVC_CARD_KEY*)');
+  // Symmetric with card mode refusing every chain setting: named, never echoed (a webhook secret file path is not a secret, its content is).
+  const cardOnly = (['cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
+  if (cardOnly.length) problems.push(`--${cardOnly.map(kebab).join(', --')}: card settings, but escrow mode takes no card processor settings`);
   if (!f.rpcUrl) problems.push('--rpc-url is required in escrow mode');
   else if (!/^https?:\/\//.test(f.rpcUrl)) problems.push('--rpc-url must be an http(s) URL');
   const chainId = Number(f.chainId);
@@ -62,6 +73,13 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
   else if (!Number.isSafeInteger(chainId) || chainId <= 0) problems.push('--chain-id must be a positive integer');
   if (!f.contract) problems.push('--contract is required in escrow mode');
   else if (!/^0x[0-9a-fA-F]{40}$/.test(f.contract)) problems.push('--contract must be a 0x-prefixed 20-byte address');
+  if (!f.assetToken) problems.push('--asset-token is required in escrow mode: the ERC-20 (6 decimals) the operator accepts; a channel in any other token is not payable');
+  else if (!/^0x[0-9a-fA-F]{40}$/.test(f.assetToken)) problems.push('--asset-token must be a 0x-prefixed 20-byte address');
+  let rebroadcastMs: number | undefined;
+  if (f.rebroadcastAfter !== undefined) {
+    rebroadcastMs = parseDuration(f.rebroadcastAfter);
+    if (rebroadcastMs === undefined || rebroadcastMs < 1000) problems.push('--rebroadcast-after must be a duration of at least 1s (e.g. 30s)');
+  }
   let key: Hex | undefined;
   if (!f.walletKeyFile) problems.push('--wallet-key-file is required in escrow mode (the payee wallet that sends settle transactions)');
   else {
@@ -81,7 +99,10 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
   }
   if (problems.length) throw configError(`rail configuration refused:\n  - ${problems.join('\n  - ')}`);
   const { EscrowRail } = await import('./escrow/adapter.js');
-  const rail = new EscrowRail({ env: railEnv, rpcUrl: f.rpcUrl!, chainId, contract: f.contract as Hex, walletKey: key!, confirmations });
+  const rail = new EscrowRail({
+    env: railEnv, rpcUrl: f.rpcUrl!, chainId, contract: f.contract as Hex, assetToken: f.assetToken as Hex, walletKey: key!, confirmations,
+    ...(rebroadcastMs ? { rebroadcastMs } : {}),
+  });
   await rail.preflight();
   return { rail, policy };
 }

@@ -97,7 +97,7 @@ export async function writeKeyFile(dir: string, key: string, name = 'wallet.key'
 /** The escrow flags for `chain`, overridable one by one (a value of undefined drops the flag). */
 export function escrowFlags(chain: SandboxChain, walletKeyFile: string, over: Record<string, string | undefined> = {}): string[] {
   const flags: Record<string, string | undefined> = {
-    '--mode': 'escrow', '--rail': 'sandbox', '--rpc-url': chain.rpcUrl, '--chain-id': String(chain.chainId), '--contract': chain.escrow,
+    '--mode': 'escrow', '--rail': 'sandbox', '--rpc-url': chain.rpcUrl, '--chain-id': String(chain.chainId), '--contract': chain.escrow, '--asset-token': chain.token,
     '--wallet-key-file': walletKeyFile, '--confirmations': '2', '--settle-threshold': '1', ...over,
   };
   return Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k, v]));

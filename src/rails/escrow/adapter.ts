@@ -1,14 +1,25 @@
 // The escrow rail on viem: settle = the payer's latest EIP-712 voucher submitted to the escrow contract.
-// Checkpointed when the settle transaction is mined (tx hash as reference); final when its block is at or
-// below the chain's `finalized` block, or `confirmations` deep where the chain does not report one
-// meaningfully (a dev chain reports finalized = latest). A reorged or lost transaction is resent; a reverted
-// one fails and is retried with a new settlement. The contract pays only the delta over what it already
-// settled, so a resend never pays twice.
-import { createPublicClient, encodeFunctionData, http, keccak256, type Hex, type PublicClient } from 'viem';
+//
+// - Funding (DESIGN §14): a stream is payable only while its channel exists, is not closed (nor past its close grace),
+//   pays this daemon's wallet, is funded by the credential's payer (cnf.addr) and holds the configured asset token
+//   (--asset-token). What it can pay in all is its deposit: the effective cap.
+// - Final comes from the chain's own facts: the mined receipt's `Settled` log for this channel with the settlement's
+//   cumulative amount, and the token's `Transfer` of the paid delta from the escrow to this daemon's wallet. A settle
+//   that mines without them paid nothing (e.g. a cumulative the channel had already settled): a failed settlement.
+//   Checkpointed when mined; final when its block is at or below the chain's `finalized` block, or `confirmations`
+//   deep where the chain does not report one meaningfully (a dev chain reports finalized = latest).
+// - One signer, one nonce sequence: sends are serialised; a nonce that did not reach the chain is reused, never skipped.
+//   A settle not mined within `rebroadcastMs` is sent again; from the second time it is replaced (same nonce) with
+//   fees raised by at least 12.5 % (capped); a nonce gap below it (a transaction the chain lost) is filled by re-signing
+//   the lowest stuck settlement at the missing nonce. Every transaction sent for a settlement is kept, so whichever
+//   mines is recognised. The contract pays only the delta over what it already settled, so no resend pays twice.
+import { createPublicClient, decodeEventLog, encodeFunctionData, http, keccak256, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
-import type { SettlementRow } from '../../store/settlements.js';
-import type { StreamRow } from '../../store/streams.js';
+import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
+import type { Store } from '../../store/db.js';
+import { settlements, type SettlementRow } from '../../store/settlements.js';
+import { streams, type StreamRow } from '../../store/streams.js';
 import type { Rail, RailEnv, SettlementState } from '../rail.js';
 import { ESCROW_ABI, TOKEN_ABI } from './artifacts.js';
 
@@ -20,9 +31,38 @@ export interface EscrowConfig {
   rpcUrl: string;
   chainId: number;
   contract: Hex;
+  /** The ERC-20 the operator accepts (6 decimals): a channel in any other token is not payable. */
+  assetToken: Hex;
   walletKey: Hex;
   /** Blocks deep for final where `finalized` is not meaningful; 0 uses the `finalized` tag. */
   confirmations: number;
+  /** A settle transaction not mined this long after it was last sent is sent again (then replaced with higher fees). */
+  rebroadcastMs?: number;
+  /** Ceiling for a replacement's max fee per gas (wei); default 10x the first estimate. */
+  maxFeePerGasCap?: bigint;
+  now?: () => number;
+}
+
+/** What a settlement row keeps of its transactions: the nonce and every signed transaction sent for it, newest last. */
+interface TxDetail {
+  nonce: number;
+  txs: Array<{ hash: Hex; raw: Hex }>;
+}
+
+const ZERO = '0x0000000000000000000000000000000000000000';
+const same = (a: string | undefined, b: string | undefined) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
+const short = (err: unknown) => ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? String(err)).split('\n')[0]!.slice(0, 200);
+const isNonceTooLow = (err: unknown) => /nonce too low|nonce has already been used|already known.*nonce|NONCE_EXPIRED/i.test(short(err));
+const isKnown = (err: unknown) => /already known|already imported|known transaction|AlreadyKnown/i.test(short(err));
+
+function parseDetail(detail: string | null): TxDetail | undefined {
+  if (!detail) return undefined;
+  if (detail.startsWith('0x')) return { nonce: parseTransaction(detail as Hex).nonce ?? 0, txs: [{ hash: keccak256(detail as Hex), raw: detail as Hex }] }; // rows from before 0060
+  try {
+    return JSON.parse(detail) as TxDetail;
+  } catch {
+    return undefined;
+  }
 }
 
 export class EscrowRail implements Rail {
@@ -31,13 +71,18 @@ export class EscrowRail implements Rail {
   readonly #c: EscrowConfig;
   readonly #client: PublicClient;
   readonly #account: PrivateKeyAccount;
-  readonly #decimalsOk = new Map<string, boolean>();
-  /** The next nonce to use: dev chains with a block time do not count pool transactions in `pending`. */
+  readonly #now: () => number;
+  #store: Store | undefined;
+  #closeGrace: bigint | undefined;
+  /** The next nonce this wallet uses; undefined: ask the chain (and our own unmined transactions) again. */
   #nextNonce: number | undefined;
+  /** Sends of this wallet, one at a time (nonce order is the chain's only order). */
+  #sending: Promise<unknown> = Promise.resolve();
 
   constructor(c: EscrowConfig) {
     this.#c = c;
     this.env = c.env;
+    this.#now = c.now ?? Date.now;
     this.#client = createPublicClient({ transport: http(c.rpcUrl, { timeout: 15_000, retryCount: 1 }) }) as PublicClient;
     try {
       this.#account = privateKeyToAccount(c.walletKey);
@@ -63,76 +108,142 @@ export class EscrowRail implements Rail {
     if (this.env === 'production' && local) throw configError(`a production rail refuses local development chain id ${chainId}`, 'use --rail sandbox for a dev chain');
     const code = await this.#client.getCode({ address: this.#c.contract });
     if (!code || code === '0x') throw configError(`no contract at ${this.#c.contract} on chain ${chainId}`, 'check --contract');
+    const tokenCode = await this.#client.getCode({ address: this.#c.assetToken });
+    if (!tokenCode || tokenCode === '0x') throw configError(`no token contract at --asset-token ${this.#c.assetToken} on chain ${chainId}`, 'check --asset-token');
+    let decimals: number;
+    try {
+      decimals = Number(await this.#client.readContract({ address: this.#c.assetToken, abi: TOKEN_ABI, functionName: 'decimals' }));
+    } catch {
+      throw configError(`--asset-token ${this.#c.assetToken} does not answer decimals(): not an ERC-20`);
+    }
+    // Micro units map one to one onto a 6-decimal token; anything else would need a conversion we refuse to guess.
+    if (decimals !== 6) throw configError(`--asset-token ${this.#c.assetToken} has ${decimals} decimals; node-svc settles micro units, so the token must have 6`);
+  }
+
+  attach(ctx: { store: Store }): void {
+    this.#store = ctx.store;
   }
 
   accepts(stream: StreamRow): boolean {
     try {
-      this.#terms(stream);
+      this.#terms(JSON.parse(stream.claims) as Record<string, unknown>);
       return true;
     } catch {
       return false;
     }
   }
 
-  #terms(stream: StreamRow) {
-    const claims = JSON.parse(stream.claims) as { chainId?: number; escrow?: string; channel?: Hex };
-    if (claims.chainId !== this.#c.chainId || claims.escrow?.toLowerCase() !== this.#c.contract.toLowerCase() || !claims.channel)
-      throw new Error(`stream ${stream.id} names chain ${claims.chainId} contract ${claims.escrow}, not this rail's ${this.#c.chainId} ${this.#c.contract}`);
-    return { channel: claims.channel };
+  #terms(claims: Record<string, unknown>): { channel: Hex } {
+    const { chainId, escrow, channel } = claims as { chainId?: number; escrow?: string; channel?: Hex };
+    if (chainId !== this.#c.chainId || !same(escrow, this.#c.contract) || typeof channel !== 'string')
+      throw new Error(`the credential's channel is on chain ${String(chainId)} contract ${String(escrow)}; this daemon settles chain ${this.#c.chainId} contract ${this.#c.contract}`);
+    return { channel };
   }
 
-  async #checkToken(channel: Hex): Promise<void> {
-    const ch = (await this.#client.readContract({ address: this.#c.contract, abi: ESCROW_ABI, functionName: 'channels', args: [channel] })) as readonly unknown[];
-    const token = ch[2] as Hex;
-    if (this.#decimalsOk.get(token) === undefined) {
-      const decimals = await this.#client.readContract({ address: token, abi: TOKEN_ABI, functionName: 'decimals' });
-      this.#decimalsOk.set(token, Number(decimals) === 6);
+  /** The channel as the contract holds it. */
+  async readChannel(channel: Hex) {
+    const ch = (await this.#client.readContract({ address: this.#c.contract, abi: ESCROW_ABI, functionName: 'channels', args: [channel] })) as readonly [Hex, Hex, Hex, bigint, bigint, bigint, boolean];
+    const [payer, payee, token, deposit, settled, closeRequestedAt, closed] = ch;
+    return { payer, payee, token, deposit: BigInt(deposit), settled: BigInt(settled), closeRequestedAt: BigInt(closeRequestedAt), closed };
+  }
+
+  async fund(subject: FundingSubject): Promise<FundingCheck> {
+    let channel: Hex;
+    try {
+      ({ channel } = this.#terms(subject.claims));
+    } catch (err) {
+      return { funded: false, reason: (err as Error).message };
     }
-    // Micro units map one to one onto a 6-decimal token; anything else would need a conversion we refuse to guess.
-    if (!this.#decimalsOk.get(token)) throw new Error(`token ${token} does not have 6 decimals`);
+    let ch: Awaited<ReturnType<typeof this.readChannel>>;
+    try {
+      ch = await this.readChannel(channel);
+      this.#closeGrace ??= BigInt(await this.#client.readContract({ address: this.#c.contract, abi: ESCROW_ABI, functionName: 'closeGrace' }) as bigint);
+    } catch (err) {
+      throw new FundingUnavailable(`cannot read channel ${channel} on chain ${this.#c.chainId}: ${short(err)}`);
+    }
+    const payerAddress = (subject.claims.cnf as { addr?: string } | undefined)?.addr;
+    const c = `channel ${channel}`;
+    if (same(ch.payer, ZERO)) return { funded: false, reason: `${c} does not exist on chain ${this.#c.chainId} contract ${this.#c.contract}` };
+    if (ch.closed) return { funded: false, reason: `${c} is closed` };
+    if (ch.closeRequestedAt > 0n && BigInt(Math.floor(this.#now() / 1000)) >= ch.closeRequestedAt + this.#closeGrace)
+      return { funded: false, reason: `${c}: the payer requested its close at ${new Date(Number(ch.closeRequestedAt) * 1000).toISOString()} and the grace has ended` };
+    if (!same(ch.payee, this.#account.address)) return { funded: false, reason: `${c} pays ${ch.payee}, not this daemon's wallet ${this.#account.address}` };
+    if (!same(ch.payer, payerAddress)) return { funded: false, reason: `${c} is funded by ${ch.payer}, not the credential's payer ${String(payerAddress)}` };
+    if (!same(ch.token, this.#c.assetToken)) return { funded: false, reason: `${c} holds token ${ch.token}, not the configured asset token ${this.#c.assetToken}` };
+    return { funded: true, limitMicro: ch.deposit, detail: `deposit ${ch.deposit}, settled ${ch.settled}` };
+  }
+
+  /** Run `fn` after every earlier send of this wallet: one nonce sequence, no races. */
+  #serial<T>(fn: () => Promise<T>): Promise<T> {
+    const run = this.#sending.then(fn, fn);
+    this.#sending = run.catch(() => undefined);
+    return run;
+  }
+
+  /** Nonces held by our own unmined settle transactions (from the store: they survive a restart). */
+  #heldNonces(): number[] {
+    if (!this.#store) return [];
+    return settlements.open(this.#store.db, 'escrow')
+      .filter((s) => s.status === 'pending' || s.status === 'submitted')
+      .map((s) => parseDetail(s.detail)?.nonce)
+      .filter((n): n is number => typeof n === 'number');
+  }
+
+  async #takeNonce(): Promise<number> {
+    if (this.#nextNonce === undefined) {
+      const pending = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
+      this.#nextNonce = Math.max(pending, ...this.#heldNonces().map((n) => n + 1));
+    }
+    return this.#nextNonce;
+  }
+
+  async #sign(data: Hex, nonce: number, gas: bigint, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<{ hash: Hex; raw: Hex }> {
+    const raw = await this.#account.signTransaction({ to: this.#c.contract, data, nonce, gas, chainId: this.#c.chainId, type: 'eip1559', ...fees });
+    return { hash: keccak256(raw), raw };
   }
 
   async submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void> {
-    const { channel } = this.#terms(stream);
+    const { channel } = this.#terms(JSON.parse(stream.claims) as Record<string, unknown>);
     const voucher = JSON.parse(stream.billed_voucher ?? 'null') as { amount?: string; signature?: Hex } | null;
     if (!voucher?.signature || voucher.amount !== amount.toString()) throw new Error('no EIP-712 voucher for the billed amount');
-    await this.#checkToken(channel);
+    const ch = await this.readChannel(channel);
+    if (!same(ch.payee, this.#account.address) || !same(ch.token, this.#c.assetToken))
+      throw new Error(`channel ${channel} does not pay this daemon's wallet in the configured token; nothing sent`);
     const data = encodeFunctionData({ abi: ESCROW_ABI, functionName: 'settle', args: [channel, amount, voucher.signature] });
-    const request = { account: this.#account, to: this.#c.contract, data } as const;
-    const gas = await this.#client.estimateGas(request); // a revert (over deposit, bad signer) fails here, before anything is sent
-    const chainNonce = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
-    const nonce = Math.max(chainNonce, this.#nextNonce ?? 0);
+    const gas = await this.#client.estimateGas({ account: this.#account, to: this.#c.contract, data }); // a revert fails here, before anything is sent
     const fees = await this.#client.estimateFeesPerGas();
-    const serialized = await this.#account.signTransaction({
-      to: this.#c.contract, data, nonce, gas: (gas * 12n) / 10n, chainId: this.#c.chainId, type: 'eip1559',
-      maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas!,
-    });
-    record(keccak256(serialized), serialized); // durable before it leaves the process
-    try {
-      await this.#client.sendRawTransaction({ serializedTransaction: serialized });
+    await this.#serial(async () => {
+      const nonce = await this.#takeNonce();
+      const tx = await this.#sign(data, nonce, (gas * 12n) / 10n, { maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
+      record(tx.hash, JSON.stringify({ nonce, txs: [tx] } satisfies TxDetail)); // durable before it leaves the process
+      try {
+        await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+      } catch (err) {
+        if (!isKnown(err)) {
+          this.#nextNonce = undefined; // the nonce did not reach the chain: it is reused, never skipped
+          throw err;
+        }
+      }
       this.#nextNonce = nonce + 1;
-    } catch (err) {
-      this.#nextNonce = undefined; // ask the chain again next time
-      throw err;
+    });
+  }
+
+  async #receiptOf(d: TxDetail): Promise<TransactionReceipt | undefined> {
+    for (const tx of [...d.txs].reverse()) {
+      const r = await this.#client.getTransactionReceipt({ hash: tx.hash }).catch(() => null);
+      if (r) return r;
     }
+    return undefined;
   }
 
   async status(s: SettlementRow): Promise<SettlementState> {
-    const hash = s.reference as Hex;
-    const receipt = await this.#client.getTransactionReceipt({ hash }).catch(() => null);
-    if (!receipt) {
-      const tx = await this.#client.getTransaction({ hash }).catch(() => null);
-      if (tx) return { state: 'submitted' };
-      if (!s.detail) return { state: 'failed', error: 'transaction lost and nothing to resend' };
-      try {
-        await this.#client.sendRawTransaction({ serializedTransaction: s.detail as Hex });
-        return { state: 'submitted', note: 'transaction was not known to the chain; resent' };
-      } catch (err) {
-        this.#nextNonce = undefined;
-        return { state: 'failed', error: `resend refused: ${((err as { shortMessage?: string }).shortMessage ?? (err as Error).message).split('\n')[0]!.slice(0, 200)}` };
-      }
-    }
-    if (receipt.status !== 'success') return { state: 'failed', error: 'settle transaction reverted' };
+    const d = parseDetail(s.detail);
+    if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this settlement' };
+    const receipt = await this.#receiptOf(d);
+    if (!receipt) return this.#unmined(s, d);
+    if (receipt.status !== 'success') return { state: 'failed', error: `settle transaction ${receipt.transactionHash} reverted in block ${receipt.blockNumber}` };
+    const proof = this.#paid(s, receipt);
+    if (typeof proof === 'string') return { state: 'failed', error: proof };
     const block = await this.#client.getBlock({ blockNumber: receipt.blockNumber }).catch(() => null);
     if (!block || block.hash !== receipt.blockHash) return { state: 'submitted', note: 'reorged out' };
     if (this.#c.confirmations > 0) {
@@ -143,12 +254,98 @@ export class EscrowRail implements Rail {
     return finalized.number !== null && finalized.number >= receipt.blockNumber ? { state: 'final' } : { state: 'checkpointed', block: receipt.blockNumber };
   }
 
+  /**
+   * The chain's proof that this settlement paid this daemon: a `Settled` log of the escrow for the stream's channel with
+   * the settlement's cumulative amount, and the token's `Transfer` of the paid delta from the escrow to the wallet.
+   * A string says what is missing.
+   */
+  #paid(s: SettlementRow, receipt: TransactionReceipt): true | string {
+    const stream = this.#store ? streams.get(this.#store.db, s.node_id, s.stream) : undefined;
+    const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
+    let paid: bigint | undefined;
+    for (const l of receipt.logs) {
+      if (!same(l.address, this.#c.contract)) continue;
+      try {
+        const ev = decodeEventLog({ abi: ESCROW_ABI, data: l.data, topics: l.topics });
+        if (ev.eventName !== 'Settled' || !same(ev.args.channelId, channel)) continue;
+        if (BigInt(ev.args.cumulativeAmount) !== s.amount_micro)
+          return `the Settled log of ${receipt.transactionHash} names cumulative ${ev.args.cumulativeAmount}, not this settlement's ${s.amount_micro}`;
+        paid = BigInt(ev.args.paid);
+      } catch {
+        continue;
+      }
+    }
+    if (paid === undefined)
+      return `settle transaction ${receipt.transactionHash} mined without a Settled log for channel ${channel}: nothing was paid (the channel had already settled as much)`;
+    const transfer = receipt.logs.some((l) => {
+      if (!same(l.address, this.#c.assetToken)) return false;
+      try {
+        const ev = decodeEventLog({ abi: TOKEN_ABI, data: l.data, topics: l.topics });
+        return ev.eventName === 'Transfer' && same(ev.args.from, this.#c.contract) && same(ev.args.to, this.#account.address) && BigInt(ev.args.value) === paid;
+      } catch {
+        return false;
+      }
+    });
+    if (!transfer) return `settle transaction ${receipt.transactionHash} did not transfer ${paid} of the asset token to this daemon's wallet`;
+    return true;
+  }
+
+  /** Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed into it. */
+  async #unmined(s: SettlementRow, d: TxDetail): Promise<SettlementState> {
+    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+    if (latestCount > d.nonce) {
+      // Our nonce was mined by a transaction none of whose hashes is ours here (an older replacement was superseded).
+      this.#nextNonce = undefined;
+      return { state: 'failed', error: `nonce ${d.nonce} was used by another transaction of this wallet; this settle was never mined` };
+    }
+    const newest = d.txs[d.txs.length - 1]!;
+    const known = await this.#client.getTransaction({ hash: newest.hash }).then(() => true, () => false);
+    const last = Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
+    const due = this.#now() - last >= (this.#c.rebroadcastMs ?? 30_000);
+    if (known && !due) return { state: 'submitted' };
+    return this.#serial(async () => {
+      // A gap below us (a lower nonce no unmined settlement of ours holds): fill it with this settlement.
+      const gap = d.nonce > latestCount && !this.#heldNonces().includes(latestCount);
+      if (gap || (known && Number(s.attempts) >= 2)) {
+        const nonce = gap ? latestCount : d.nonce;
+        const tx = await this.#replacement(newest.raw, nonce);
+        try {
+          await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+        } catch (err) {
+          if (!isKnown(err)) return { state: 'submitted' as const, note: `replacement refused: ${short(err)}` };
+        }
+        if (gap) this.#nextNonce = undefined;
+        const note = gap ? `nonce gap at ${latestCount}: re-signed into it (was ${d.nonce})` : `not mined after ${s.attempts} broadcasts: replaced with higher fees`;
+        return { state: 'submitted' as const, rebroadcast: { reference: tx.hash, detail: JSON.stringify({ nonce, txs: [...d.txs, tx] } satisfies TxDetail), note } };
+      }
+      try {
+        await this.#client.sendRawTransaction({ serializedTransaction: newest.raw });
+      } catch (err) {
+        if (isNonceTooLow(err)) return { state: 'submitted' as const, note: 'nonce already used; waiting for its receipt' };
+        if (!isKnown(err)) return { state: 'submitted' as const, note: `rebroadcast refused: ${short(err)}` };
+      }
+      const note = known ? `not mined within ${Math.round((this.#c.rebroadcastMs ?? 30_000) / 1000)} s: rebroadcast` : 'transaction was not known to the chain: resent';
+      return { state: 'submitted' as const, rebroadcast: { reference: newest.hash, detail: JSON.stringify(d), note } };
+    });
+  }
+
+  /** The same settle call at `nonce` with fees raised ≥ 12.5 % over the last transaction and the current estimate, capped. */
+  async #replacement(lastRaw: Hex, nonce: number): Promise<{ hash: Hex; raw: Hex }> {
+    const prev = parseTransaction(lastRaw);
+    const est = await this.#client.estimateFeesPerGas();
+    const bump = (x: bigint | undefined) => ((x ?? 0n) * 1125n) / 1000n + 1n;
+    const cap = this.#c.maxFeePerGasCap ?? (est.maxFeePerGas! * 10n);
+    let maxPriorityFeePerGas = [bump(prev.maxPriorityFeePerGas), est.maxPriorityFeePerGas!].reduce((a, b) => (a > b ? a : b));
+    let maxFeePerGas = [bump(prev.maxFeePerGas), est.maxFeePerGas!].reduce((a, b) => (a > b ? a : b));
+    if (maxFeePerGas > cap) maxFeePerGas = cap;
+    if (maxPriorityFeePerGas > maxFeePerGas) maxPriorityFeePerGas = maxFeePerGas;
+    return this.#sign(prev.data!, nonce, prev.gas!, { maxFeePerGas, maxPriorityFeePerGas });
+  }
+
   async closeRequested(stream: StreamRow): Promise<boolean> {
-    const { channel } = this.#terms(stream);
-    const ch = (await this.#client.readContract({ address: this.#c.contract, abi: ESCROW_ABI, functionName: 'channels', args: [channel] })) as readonly unknown[];
-    return BigInt(ch[5] as bigint | number) > 0n;
+    const { channel } = this.#terms(JSON.parse(stream.claims) as Record<string, unknown>);
+    return (await this.readChannel(channel)).closeRequestedAt > 0n;
   }
 
   async close(): Promise<void> {}
 }
-
