@@ -6,6 +6,7 @@ import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { rateLimit } from './middleware/rate-limit.js';
+import { healthVerdict } from '../service/health.js';
 import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
@@ -47,7 +48,7 @@ export function createApp(d: Deps, opts: AppOptions) {
 
   app.get('/healthz', (c) => {
     d.store.db.prepare('SELECT 1').get();
-    return c.json({ status: 'ok' });
+    return c.json(healthVerdict(d));
   });
 
   opts.extraRoutes?.(app);

@@ -1,6 +1,7 @@
 // Gauges read from the store at scrape time: outbox depth and settlement lag.
 import type { Deps } from '../service/deps.js';
 import { stmt } from '../store/db.js';
+import { settlementHealth } from '../service/health.js';
 import type { Gauge } from './metrics.js';
 
 export function opsGauges(d: Deps): Gauge[] {
@@ -25,6 +26,14 @@ export function opsGauges(d: Deps): Gauge[] {
       read: () => {
         const r = stmt(d.store.db, "SELECT MIN(created_at) AS t FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')").get() as { t: number | null };
         return r.t === null ? 0 : Math.max(0, (d.now() - r.t) / 1000);
+      },
+    },
+    {
+      name: 'node_svc_settlements',
+      help: 'Settlements by state: in_flight (sent or mined, not final), stuck (sent, not mined past --settle-stuck-after), failed (streams whose last settlement failed)',
+      read: () => {
+        const h = settlementHealth(d);
+        return [{ labels: { state: 'in_flight' }, value: h.inFlight }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: h.failed }];
       },
     },
     {
