@@ -183,7 +183,8 @@ export class Settler {
         if (st.rebroadcast) {
           settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
-        }
+          log.info('settlement rebroadcast', { settlement: s.id, stream: s.stream, reference: st.rebroadcast.reference, note: st.rebroadcast.note });
+        } else if (st.note && st.note !== s.error) settlements.note(db, s.id, st.note);
         const sentAt = Number(s.submitted_at ?? s.created_at);
         if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
           this.#warnedStuck.add(s.id);

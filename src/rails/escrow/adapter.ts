@@ -244,8 +244,11 @@ export class EscrowRail implements Rail {
     if (receipt.status !== 'success') return { state: 'failed', error: `settle transaction ${receipt.transactionHash} reverted in block ${receipt.blockNumber}` };
     const proof = this.#paid(s, receipt);
     if (typeof proof === 'string') return { state: 'failed', error: proof };
+    // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
+    // as not mined). The block must still be there at that height (the receipt's block hash is not compared: ganache
+    // reports hashes of blocks mined after miner_start that getBlock does not return).
     const block = await this.#client.getBlock({ blockNumber: receipt.blockNumber }).catch(() => null);
-    if (!block || block.hash !== receipt.blockHash) return { state: 'submitted', note: 'reorged out' };
+    if (!block) return { state: 'submitted', note: 'reorged out' };
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
       return latest - receipt.blockNumber + 1n >= BigInt(this.#c.confirmations) ? { state: 'final' } : { state: 'checkpointed', block: receipt.blockNumber };
@@ -322,7 +325,8 @@ export class EscrowRail implements Rail {
         await this.#client.sendRawTransaction({ serializedTransaction: newest.raw });
       } catch (err) {
         if (isNonceTooLow(err)) return { state: 'submitted' as const, note: 'nonce already used; waiting for its receipt' };
-        if (!isKnown(err)) return { state: 'submitted' as const, note: `rebroadcast refused: ${short(err)}` };
+        // A node that holds the very same transaction may answer "already known" (geth) or "underpriced" (ganache): it has it.
+        if (!isKnown(err) && !known) return { state: 'submitted' as const, note: `rebroadcast refused: ${short(err)}` };
       }
       const note = known ? `not mined within ${Math.round((this.#c.rebroadcastMs ?? 30_000) / 1000)} s: rebroadcast` : 'transaction was not known to the chain: resent';
       return { state: 'submitted' as const, rebroadcast: { reference: newest.hash, detail: JSON.stringify(d), note } };
