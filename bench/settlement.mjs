@@ -1,14 +1,39 @@
-// bench/settlement: the escrow rail on a sandbox chain (ganache on 127.0.0.1, startSandboxChain from dist/).
-//  1. adapter: EscrowRail.submit straight, back to back for BENCH_N channels (one voucher each), until every settle
-//     transaction has a successful receipt: settlements/s the adapter sustains (ganache mines each tx at once).
-//  2. daemon: the real daemon (bin/node-svc daemon --mode escrow, --settle-threshold 1, 1 s settlement tick),
-//     BENCH_STREAMS streams each with one voucher posted back to back; settlements/s = streams / (first voucher →
-//     every settlement checkpointed), read from the daemon's store through a read-only connection.
-//  3. latency: a chain mining one block per BENCH_BLOCK_S seconds, the daemon with the default policy (threshold
-//     1,000,000 micro / 60 s, sandbox confirmations 2); BENCH_LAT_N vouchers of 1,000,000 micro, one stream each,
-//     one at a time: time from the voucher's POST to GET finality showing `final` (polled every 25 ms).
-// No target in DESIGN §13 for these; the figures are for the record. The data dirs are prepared with the CLI.
+// bench/settlement: the escrow rail on a sandbox chain (ganache on 127.0.0.1, startSandboxChain from dist/), the real
+// daemon (bin/node-svc daemon --mode escrow ... --asset-token <the chain's token>), data dirs prepared with the CLI.
+//
+//  1. adapter (for the record): EscrowRail.submit straight, back to back for BENCH_N channels (one voucher each), on a
+//     chain that mines each transaction at once, until every settle has a successful receipt: settlements/s.
+//  2. daemon rate (for the record): the daemon with --settle-threshold 1 and its 1 s settlement tick on that instamine
+//     chain, BENCH_STREAMS streams with one voucher each posted back to back; settlements/s = streams / (first voucher
+//     → every settlement checkpointed or final, read from the daemon's store through a read-only connection).
+//  3. stall (the DESIGN §14 row "escrow settlement with a stalled transaction injected"): a chain mining one block
+//     every BLOCK_S = 1 s; the daemon with --settle-threshold 1, --confirmations 2, --rebroadcast-after REBROADCAST_S
+//     (3 s), --settle-stuck-after STUCK_S (5 s). BENCH_STREAMS streams (100), one channel and one voucher each
+//     (amounts differ per stream), posted one every POST_EVERY_MS (100 ms). After the first half is posted the miner is
+//     stopped (ganache `miner_stop`); the second half is posted while it is stopped; STALL_S (8 s, > the rebroadcast
+//     interval) after the stop it is started again (`miner_start`). Every GET finality is polled every POLL_MS.
+//     Figures:
+//     - voucher → final: per stream, from just before the voucher's POST to the first GET /v1/streams/{id}/finality
+//       answer with `finalMicro` equal to that voucher's amount; p50 and p95 over all streams (those posted during the
+//       stall wait for it by construction), also split before / during the stall. No target in DESIGN: recorded.
+//     - share of billed money final at the end: Σ finalMicro / Σ billedTruth.amountMicro over all streams, read once
+//       every stream is final or END_WAIT_S after miner_start, whichever comes first. Target 100 %. Cross-checked on
+//       chain: the payee wallet's token balance grew by exactly Σ finalMicro, and every channel's `settled` equals its
+//       stream's finalMicro (nothing paid twice, nothing final that was not paid).
+//     - recovery: time from the `miner_start` call returning until (a) every stream's finality shows final for its
+//       billed amount (so every settlement sent before or during the stall is mined, confirmed and recorded final) and
+//       (b) /healthz answers `ok` again (no settlement stuck or failed). Target, DESIGN §14 "recovered within 2
+//       rebroadcast intervals", made precise: ≤ 2 × REBROADCAST_S + CONFIRMATIONS × BLOCK_S (6 s + 2 s = 8 s): the two
+//       intervals for the stuck transactions to be resent/replaced and mined, plus the blocks final needs on top of
+//       mined. Also printed for the record: miner_start → every settlement mined (checkpointedMicro = billed).
+//     - the stall must be real and seen, or the run proves nothing: no block mined while stopped; at least one
+//       settlement rebroadcast and one replaced with higher fees (node_svc_settlements_total{state="rebroadcast"},
+//       finality `settlement.attempts`); a settlement shown `stuck`, node_svc_settlements{state="stuck"} > 0 and
+//       /healthz `degraded` before miner_start.
+// Each figure prints with its target and PASS / MISS ("record" when DESIGN sets none); exit 1 when any target misses.
+// The daemon's log (JSON, info) is kept in a file whose path is printed when anything misses.
 import { execFileSync, spawn } from 'node:child_process';
+import { createServer } from 'node:http';
 import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -16,30 +41,89 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { exportJWK, SignJWT } from 'jose';
+import { encodeFunctionData, keccak256, toHex } from 'viem';
+import { privateKeyToAccount } from 'viem/accounts';
 import { EscrowRail } from '../dist/rails/escrow/adapter.js';
+import { ESCROW_ABI, TOKEN_ABI } from '../dist/rails/escrow/artifacts.js';
 import { startSandboxChain } from '../dist/rails/escrow/sandbox.js';
 
 const N = Number(process.env.BENCH_N ?? 200);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 100);
-const LAT_N = Number(process.env.BENCH_LAT_N ?? 5);
-const BLOCK_S = Number(process.env.BENCH_BLOCK_S ?? 1);
+const BLOCK_S = 1;
+const CONFIRMATIONS = 2;
+const REBROADCAST_S = Number(process.env.BENCH_REBROADCAST_S ?? 3);
+const STUCK_S = Number(process.env.BENCH_STUCK_S ?? 5);
+const STALL_S = Number(process.env.BENCH_STALL_S ?? 8);
+const POST_EVERY_MS = 100;
+const POLL_MS = 100;
+const END_WAIT_S = 60;
+const PARTS = (process.env.BENCH_PARTS ?? 'adapter,daemon,stall').split(',');
+const RPC_TRACE = process.env.BENCH_RPC_TRACE === '1';
+const RECOVERY_TARGET_S = 2 * REBROADCAST_S + CONFIRMATIONS * BLOCK_S;
 const BIN = fileURLToPath(new URL('../bin/node-svc', import.meta.url));
 const ISSUER = 'https://issuer.bench';
 const NODE = 'bench-node';
 
-const now = () => performance.timeOrigin + performance.now();
+const started = performance.now();
+const now = () => performance.now();
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
-const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const quantile = (xs, q) => { const s = [...xs].sort((a, b) => a - b); return s[Math.min(s.length - 1, Math.ceil(q * s.length) - 1)]; };
 const fmt = (n) => Math.round(n).toLocaleString('en-US');
 const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
 const roots = [];
 const cleanups = [];
+let keepLog;
 
+/** Channels from the sandbox payer to the operator, `deposit` each: one approve, then the opens pipelined (explicit nonces). */
 async function openChannels(chain, prefix, n, deposit) {
-  const out = [];
-  for (let i = 0; i < n; i++) out.push(await chain.openChannel({ id: `${prefix}-${i}-${Date.now()}`, payee: chain.operator.address, deposit }));
-  return out;
+  const payer = privateKeyToAccount(chain.payer.key);
+  const send = async (to, data, nonce, gas, fees) => {
+    const raw = await payer.signTransaction({ to, data, nonce, gas, chainId: chain.chainId, type: 'eip1559', ...fees });
+    return chain.client.sendRawTransaction({ serializedTransaction: raw });
+  };
+  const receipt = async (hash) => {
+    const r = await chain.client.waitForTransactionReceipt({ hash, pollingInterval: 50, timeout: 60_000 });
+    if (r.status !== 'success') throw new Error(`${hash} reverted`);
+  };
+  const fees = await chain.client.estimateFeesPerGas();
+  const f = { maxFeePerGas: fees.maxFeePerGas, maxPriorityFeePerGas: fees.maxPriorityFeePerGas };
+  let nonce = await chain.client.getTransactionCount({ address: payer.address, blockTag: 'pending' });
+  await receipt(await send(chain.token, encodeFunctionData({ abi: TOKEN_ABI, functionName: 'approve', args: [chain.escrow, deposit * BigInt(n)] }), nonce++, 100_000n, f));
+  const ids = Array.from({ length: n }, (_, i) => keccak256(toHex(`${prefix}-${i}-${Date.now()}-${Math.random()}`)));
+  const data = (id) => encodeFunctionData({ abi: ESCROW_ABI, functionName: 'open', args: [id, chain.operator.address, chain.token, deposit] });
+  const gas = ((await chain.client.estimateGas({ account: payer.address, to: chain.escrow, data: data(ids[0]) })) * 15n) / 10n;
+  const hashes = [];
+  for (const id of ids) hashes.push(await send(chain.escrow, data(id), nonce++, gas, f));
+  for (const h of hashes) await receipt(h);
+  return ids;
+}
+
+/** BENCH_RPC_TRACE=1: the daemon talks to the chain through this loopback proxy, which records each JSON-RPC call's method and duration. */
+async function rpcTracer(target) {
+  const calls = [];
+  const server = createServer((req, res) => {
+    let body = '';
+    req.setEncoding('utf8');
+    req.on('data', (c) => { body += c; });
+    req.on('end', async () => {
+      const t0 = now();
+      let methods;
+      try { const j = JSON.parse(body); methods = (Array.isArray(j) ? j : [j]).map((x) => x.method).join('+'); } catch { methods = '?'; }
+      try {
+        const r = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+        const text = await r.text();
+        calls.push({ at: t0, method: methods, ms: now() - t0, error: /"error"/.test(text) ? text.slice(0, 200) : undefined });
+        res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
+      } catch (err) {
+        calls.push({ at: t0, method: methods, ms: now() - t0, error: String(err) });
+        res.writeHead(502).end();
+      }
+    });
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  cleanups.push(() => new Promise((r) => server.close(r)));
+  return { url: `http://127.0.0.1:${server.address().port}`, calls };
 }
 
 // ---- 1. the adapter alone ----
@@ -47,7 +131,7 @@ async function adapterRate() {
   const chain = await startSandboxChain();
   cleanups.push(() => chain.stop());
   const channels = await openChannels(chain, 'adapter', N, 10_000n);
-  const rail = new EscrowRail({ env: 'sandbox', rpcUrl: chain.rpcUrl, chainId: chain.chainId, contract: chain.escrow, walletKey: chain.operator.key, confirmations: 2 });
+  const rail = new EscrowRail({ env: 'sandbox', rpcUrl: chain.rpcUrl, chainId: chain.chainId, contract: chain.escrow, assetToken: chain.token, walletKey: chain.operator.key, confirmations: 2 });
   await rail.preflight();
   const rows = [];
   for (const [i, channel] of channels.entries()) {
@@ -67,7 +151,8 @@ async function adapterRate() {
   const t1 = now();
   const paid = (await chain.balanceOf(chain.operator.address)) - payee0;
   const expected = rows.reduce((a, r) => a + r.amount, 0n);
-  if (paid !== expected) throw new Error(`payee got ${paid}, expected ${expected}`);
+  if (paid !== expected) throw new Error(`adapter: payee got ${paid}, expected ${expected}`);
+  await chain.stop();
   return { rate: N / ((t1 - t0) / 1000), submitMs: (sent - t0) / N, totalMs: t1 - t0 };
 }
 
@@ -88,21 +173,30 @@ function prepareDataDir(tag) {
   return { root, dataDir, token };
 }
 
-function startDaemon(dataDir, chain, keyFile, extra = []) {
+function startDaemon(dataDir, chain, keyFile, extra = [], rpcUrl = chain.rpcUrl) {
   const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', '0', '--mode', 'escrow', '--rail', 'sandbox',
-    '--rpc-url', chain.rpcUrl, '--chain-id', String(chain.chainId), '--contract', chain.escrow, '--wallet-key-file', keyFile, ...extra];
-  const child = spawn(process.execPath, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn' }, stdio: ['ignore', 'pipe', 'inherit'] });
+    '--rpc-url', rpcUrl, '--chain-id', String(chain.chainId), '--contract', chain.escrow, '--asset-token', chain.token, '--wallet-key-file', keyFile, ...extra];
+  const child = spawn(process.execPath, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'info', NODE_SVC_LOG_FORMAT: 'json' }, stdio: ['ignore', 'pipe', 'pipe'] });
   cleanups.push(() => { if (child.exitCode === null) child.kill('SIGKILL'); });
+  const d = { child, log: '' };
+  child.stderr.setEncoding('utf8');
+  child.stderr.on('data', (s) => { d.log += s; });
   return new Promise((resolve, reject) => {
     let out = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (s) => {
       out += s;
       const m = /listening on (http:\/\/\S+)/.exec(out);
-      if (m) resolve({ url: m[1], child });
+      if (m) resolve(Object.assign(d, { url: m[1] }));
     });
-    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${out}`)));
+    child.once('exit', (code) => reject(new Error(`daemon exited ${code}: ${out}\n${d.log.slice(-2000)}`)));
   });
+}
+
+async function stopDaemon(d) {
+  const exited = new Promise((r) => d.child.once('exit', r));
+  d.child.kill('SIGTERM');
+  await Promise.race([exited, sleep(10_000)]);
 }
 
 async function credentialFor(chain, stream, channel) {
@@ -119,25 +213,25 @@ const api = (url, token) => async (method, path, body) => {
   if (res.status !== 200) throw new Error(`${method} ${path} → ${res.status} ${JSON.stringify(json)}`);
   return json;
 };
+const getText = async (url) => (await fetch(url)).text();
+const gauge = (text, re) => Number(re.exec(text)?.[1] ?? 0);
 
-/** Streams registered (credential verified) on the daemon, one channel each, ready for a voucher. */
-async function registerStreams(chain, call, tag, n) {
-  const channels = await openChannels(chain, tag, n, 100_000_000n);
+/** Streams registered (credential verified, channel read on chain as funded) on the daemon, one channel each. */
+async function registerStreams(chain, call, tag, n, deposit) {
+  const channels = await openChannels(chain, tag, n, deposit);
   const out = [];
   for (const [i, channel] of channels.entries()) {
     const stream = `${tag}-${i}`;
-    await call('POST', '/v1/allowances/verify', { credential: await credentialFor(chain, stream, channel) });
+    const v = await call('POST', '/v1/allowances/verify', { credential: await credentialFor(chain, stream, channel) });
+    if (v.valid !== true) throw new Error(`${stream} not accepted: ${JSON.stringify(v)}`);
     out.push({ stream, channel });
   }
   return out;
 }
 
-const voucher = async (chain, call, s, amount) =>
-  call('POST', `/v1/streams/${s.stream}/vouchers`, {
-    voucher: { stream: s.stream, amount: amount.toString(), units: '1', signature: await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel: s.channel }, amount) },
-  });
+const voucherBody = (s, amount, signature) => ({ voucher: { stream: s.stream, amount: amount.toString(), units: '1', signature } });
 
-// ---- 2. the daemon, threshold 1 ----
+// ---- 2. the daemon, threshold 1, instamine ----
 async function daemonRate() {
   const chain = await startSandboxChain();
   cleanups.push(() => chain.stop());
@@ -146,73 +240,217 @@ async function daemonRate() {
   writeFileSync(keyFile, chain.operator.key, { mode: 0o600 });
   const d = await startDaemon(dataDir, chain, keyFile, ['--settle-threshold', '1']);
   const call = api(d.url, token);
-  const streams = await registerStreams(chain, call, 'rate', STREAMS);
+  const streams = await registerStreams(chain, call, 'rate', STREAMS, 100_000_000n);
   // Sign first so the timed part is the daemon's, not the payer's.
   const signed = [];
   for (const s of streams) signed.push({ s, signature: await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel: s.channel }, 5_000n) });
   const db = new Database(join(dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
   const count = db.prepare("SELECT COUNT(*) AS n FROM settlements WHERE status IN ('checkpointed', 'final')");
   const t0 = now();
-  for (const { s, signature } of signed) await call('POST', `/v1/streams/${s.stream}/vouchers`, { voucher: { stream: s.stream, amount: '5000', units: '1', signature } });
+  for (const { s, signature } of signed) await call('POST', `/v1/streams/${s.stream}/vouchers`, voucherBody(s, 5_000n, signature));
   const posted = now();
   let firstAt;
   for (;;) {
     const n = count.get().n;
     if (n > 0 && firstAt === undefined) firstAt = now();
     if (n >= STREAMS) break;
-    if (now() - t0 > 300_000) throw new Error(`only ${n} of ${STREAMS} settled in 300 s`);
+    if (now() - t0 > 120_000) throw new Error(`daemon rate: only ${n} of ${STREAMS} settled in 120 s`);
     await sleep(20);
   }
   const t1 = now();
   db.close();
-  d.child.kill('SIGTERM');
+  await stopDaemon(d);
+  await chain.stop();
   return { rate: STREAMS / ((t1 - t0) / 1000), postMs: posted - t0, firstMs: firstAt - t0, totalMs: t1 - t0, steady: (STREAMS - 1) / ((t1 - firstAt) / 1000) };
 }
 
-// ---- 3. voucher → final, default policy, blocks every BLOCK_S ----
-async function latency() {
+// ---- 3. blocks every second, a stall injected halfway ----
+async function stall() {
   const chain = await startSandboxChain({ blockTime: BLOCK_S });
   cleanups.push(() => chain.stop());
-  const { root, dataDir, token } = prepareDataDir('latency');
+  const rpc = (method, params = []) => chain.client.request({ method, params });
+  const { root, dataDir, token } = prepareDataDir('stall');
   const keyFile = join(root, 'wallet.key');
   writeFileSync(keyFile, chain.operator.key, { mode: 0o600 });
-  const d = await startDaemon(dataDir, chain, keyFile); // default policy: 1,000,000 micro / 60 s; confirmations 2
+  const tracer = RPC_TRACE ? await rpcTracer(chain.rpcUrl) : undefined;
+  const d = await startDaemon(dataDir, chain, keyFile, ['--settle-threshold', '1', '--confirmations', String(CONFIRMATIONS),
+    '--rebroadcast-after', `${REBROADCAST_S}s`, '--settle-stuck-after', `${STUCK_S}s`], tracer?.url);
   const call = api(d.url, token);
-  const streams = await registerStreams(chain, call, 'latency', LAT_N);
-  const out = [];
-  for (const s of streams) {
-    await sleep(Math.random() * 1000); // not in phase with the tick or the blocks
-    const t0 = now();
-    await voucher(chain, call, s, 1_000_000n);
-    let checkpointedAt;
-    for (;;) {
-      const f = await call('GET', `/v1/streams/${s.stream}/finality`);
-      if (f.finality !== 'none' && checkpointedAt === undefined) checkpointedAt = now();
-      if (f.finality === 'final') {
-        if (f.finalMicro !== '1000000') throw new Error(`final ${f.finalMicro}`);
-        break;
-      }
-      if (now() - t0 > 60_000) throw new Error('not final within 60 s');
-      await sleep(25);
-    }
-    out.push({ checkpointed: checkpointedAt - t0, final: now() - t0 });
+  const list = await registerStreams(chain, call, 'stall', STREAMS, 10_000_000n);
+  const streams = [];
+  for (const [i, s] of list.entries()) {
+    const amount = 1_000_000n + BigInt(i) * 7_919n; // differ per stream, so a settlement credited to the wrong stream shows
+    streams.push({ ...s, i, amount, signature: await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel: s.channel }, amount), maxAttempts: 0, errors: new Set() });
   }
-  d.child.kill('SIGTERM');
-  return out;
+  const payee0 = await chain.balanceOf(chain.operator.address);
+  const seen = { stuckView: 0, healthDegraded: false, healthReasons: [], stuckGauge: 0, rebroadcastsAtStart: 0, healthOkAt: undefined };
+  let minerStartAt;
+  let polling = true;
+  const poller = (async () => {
+    while (polling) {
+      const due = streams.filter((s) => s.postedAt !== undefined && s.finalAt === undefined);
+      await Promise.all(due.map(async (s) => {
+        const f = await call('GET', `/v1/streams/${s.stream}/finality`);
+        const at = now();
+        if (s.minedAt === undefined && BigInt(f.checkpointedMicro) >= s.amount) s.minedAt = at;
+        if (BigInt(f.finalMicro) === s.amount && f.finality === 'final') { s.finalAt = at; s.minedAt ??= at; }
+        if (f.settlement) {
+          s.maxAttempts = Math.max(s.maxAttempts, f.settlement.attempts);
+          if (f.settlement.stuck) s.sawStuck = true;
+          if (f.settlement.lastError) s.errors.add(f.settlement.lastError.replace(/0x[0-9a-f]{8,}/gi, '0x…').replace(/\d+ s\b/g, 'N s'));
+        }
+      }));
+      if (minerStartAt !== undefined && seen.healthOkAt === undefined) {
+        const h = JSON.parse(await getText(`${d.url}/healthz`));
+        if (h.status === 'ok') seen.healthOkAt = now();
+      }
+      await sleep(POLL_MS);
+    }
+  })();
+  const post = async (s) => {
+    s.postedAt = now();
+    const r = await call('POST', `/v1/streams/${s.stream}/vouchers`, voucherBody(s, s.amount, s.signature));
+    if (r.accepted !== true) throw new Error(`voucher of ${s.stream} not accepted: ${JSON.stringify(r)}`);
+  };
+  const paced = async (part) => {
+    for (const s of part) {
+      const t = now();
+      await post(s);
+      await sleep(Math.max(0, POST_EVERY_MS - (now() - t)));
+    }
+  };
+  const half = Math.floor(STREAMS / 2);
+  const t0 = now();
+  await paced(streams.slice(0, half));
+  const blockAtStop = await chain.client.getBlockNumber({ cacheTime: 0 });
+  await rpc('miner_stop');
+  const stopAt = now();
+  let blockAtStart;
+  try {
+    await paced(streams.slice(half));
+    await sleep(Math.max(0, stopAt + STALL_S * 1000 - now() - 300));
+    // What an operator sees just before the chain resumes.
+    const h = JSON.parse(await getText(`${d.url}/healthz`));
+    seen.healthDegraded = h.status === 'degraded';
+    seen.healthReasons = h.reasons ?? [];
+    const m = await getText(`${d.url}/metrics`);
+    seen.stuckGauge = gauge(m, /node_svc_settlements\{state="stuck"\} (\d+)/);
+    seen.inFlightGauge = gauge(m, /node_svc_settlements\{state="in_flight"\} (\d+)/);
+    seen.rebroadcastsAtStart = gauge(m, /node_svc_settlements_total\{[^}]*state="rebroadcast"[^}]*\} (\d+)/);
+    seen.stuckView = streams.filter((s) => s.sawStuck).length;
+    seen.unminedAtStart = streams.filter((s) => s.minedAt === undefined).length;
+    await sleep(Math.max(0, stopAt + STALL_S * 1000 - now()));
+    blockAtStart = await chain.client.getBlockNumber({ cacheTime: 0 });
+  } finally {
+    await rpc('miner_start');
+  }
+  minerStartAt = now();
+  const stallMs = minerStartAt - stopAt;
+  while (now() - minerStartAt < END_WAIT_S * 1000 && (streams.some((s) => s.finalAt === undefined) || seen.healthOkAt === undefined)) await sleep(50);
+  polling = false;
+  await poller;
+  const endAt = now();
+  // The end state: one sweep of every stream's finality, the chain's balances and channels.
+  let billed = 0n;
+  let final = 0n;
+  let channelSettled = 0n;
+  const wrong = [];
+  for (const s of streams) {
+    const f = await call('GET', `/v1/streams/${s.stream}/finality`);
+    billed += BigInt(f.billedTruth.amountMicro);
+    final += BigInt(f.finalMicro);
+    if (f.billedTruth.amountMicro !== s.amount.toString()) wrong.push(`${s.stream}: billed ${f.billedTruth.amountMicro}, posted ${s.amount}`);
+    const ch = await chain.client.readContract({ address: chain.escrow, abi: ESCROW_ABI, functionName: 'channels', args: [s.channel] });
+    const settled = BigInt(ch[4]);
+    channelSettled += settled;
+    if (settled !== BigInt(f.finalMicro)) wrong.push(`${s.stream}: channel settled ${settled} on chain, finalMicro ${f.finalMicro} (${f.finality}; settlement ${JSON.stringify(f.settlement)})`);
+    if (f.finality !== 'final') wrong.push(`${s.stream}: ${f.finality}, finalMicro ${f.finalMicro} of ${f.billedTruth.amountMicro}; settlement ${JSON.stringify(f.settlement)}`);
+  }
+  const paid = (await chain.balanceOf(chain.operator.address)) - payee0;
+  const m = await getText(`${d.url}/metrics`);
+  const counters = Object.fromEntries([...m.matchAll(/node_svc_settlements_total\{[^}]*state="(\w+)"[^}]*\} (\d+)/g)].map((x) => [x[1], Number(x[2])]));
+  const health = JSON.parse(await getText(`${d.url}/healthz`));
+  await stopDaemon(d);
+  const logs = d.log.split('\n').filter(Boolean).map((l) => { try { return JSON.parse(l); } catch { return { msg: l }; } });
+  const logCount = (re) => logs.filter((l) => re.test(l.msg ?? '')).length;
+  const warnings = logs.filter((l) => l.level === 'warn' || l.level === 'error');
+  const mined = streams.filter((s) => s.minedAt !== undefined);
+  const finals = streams.filter((s) => s.finalAt !== undefined);
+  const lat = (xs) => xs.map((s) => s.finalAt - s.postedAt);
+  const allFinal = finals.length === streams.length;
+  const recoveredAt = allFinal && seen.healthOkAt !== undefined ? Math.max(...finals.map((s) => s.finalAt), seen.healthOkAt) : undefined;
+  const r = {
+    t0, stallMs, blockAtStop, blockAtStart, seen, counters, health, wrong, billed, final, paid, channelSettled, warnings,
+    lastFinalMs: allFinal ? Math.max(...finals.map((s) => s.finalAt)) - t0 : undefined,
+    latAll: lat(finals), latBefore: lat(finals.filter((s) => s.i < half)), latDuring: lat(finals.filter((s) => s.i >= half)),
+    recoveryMs: recoveredAt === undefined ? undefined : recoveredAt - minerStartAt,
+    minedMs: mined.length === streams.length ? Math.max(0, Math.max(...mined.map((s) => s.minedAt)) - minerStartAt) : undefined,
+    finalAfterMs: allFinal ? Math.max(0, Math.max(...finals.map((s) => s.finalAt)) - minerStartAt) : undefined,
+    healthOkMs: seen.healthOkAt === undefined ? undefined : seen.healthOkAt - minerStartAt,
+    endMs: endAt - minerStartAt,
+    replaced: logs.filter((l) => /settlement rebroadcast/.test(l.msg ?? '') && /replaced with higher fees/.test(l.note ?? '')).length,
+    rebroadcastLogs: logCount(/settlement rebroadcast/),
+    stuckLogs: logCount(/settlement stuck/),
+    maxAttempts: Math.max(...streams.map((s) => s.maxAttempts)),
+    errors: [...new Set(streams.flatMap((s) => [...s.errors]))],
+    logText: d.log,
+    tracer, stopAt, minerStartAt,
+  };
+  await chain.stop();
+  return r;
 }
 
+let misses = 0;
+const verdict = (ok) => { if (!ok) misses++; return ok ? 'PASS' : 'MISS'; };
+const pct = (a, b) => (b === 0n ? 'n/a' : `${(a * 100_000n / b / 1000n).toString()}.${(a * 100_000n / b % 1000n).toString().padStart(3, '0')} %`);
+
 try {
-  const a = await adapterRate();
-  const b = await daemonRate();
-  const c = await latency();
-  console.log(`bench/settlement  escrow rail, ganache sandbox (chain 1337), one operator wallet`);
-  console.log(`  adapter, EscrowRail.submit back to back   ${fmt(a.rate)} settlements/s   n=${N}  (${a.submitMs.toFixed(1)} ms per submit, all receipts in ${sec(a.totalMs)})`);
-  console.log(`  daemon, threshold 1, 1 s tick              ${fmt(b.rate)} settlements/s   streams=${STREAMS}  (vouchers posted in ${sec(b.postMs)}, first checkpointed ${sec(b.firstMs)}, all ${sec(b.totalMs)}; ${fmt(b.steady)}/s after the first)`);
-  const cp = c.map((x) => x.checkpointed);
-  const fin = c.map((x) => x.final);
-  console.log(`  voucher -> checkpointed, default policy    median ${sec(median(cp))}  max ${sec(Math.max(...cp))}   n=${LAT_N}, blocks every ${BLOCK_S} s`);
-  console.log(`  voucher -> final, default policy           median ${sec(median(fin))}  max ${sec(Math.max(...fin))}   (threshold 1,000,000 micro, confirmations 2)`);
+  const a = PARTS.includes('adapter') ? await adapterRate() : undefined;
+  const b = PARTS.includes('daemon') ? await daemonRate() : undefined;
+  const c = await stall();
+  const line = (label, figure, target, v) => console.log(`  ${label.padEnd(44)} ${figure}   target: ${target}   ${v}`);
+  console.log(`bench/settlement  escrow rail, ganache sandbox (chain 1337), one operator wallet, ${STREAMS} streams`);
+  if (a) line('adapter, EscrowRail.submit back to back', `${fmt(a.rate)} settlements/s (n=${N}, ${a.submitMs.toFixed(1)} ms per submit, all receipts in ${sec(a.totalMs)})`, 'none in DESIGN', 'record');
+  if (b) line('daemon, threshold 1, 1 s tick, instamine', `${fmt(b.rate)} settlements/s (vouchers posted in ${sec(b.postMs)}, first mined ${sec(b.firstMs)}, all ${sec(b.totalMs)}; ${fmt(b.steady)}/s after the first)`, 'none in DESIGN', 'record');
+  console.log(`  stall run: blocks every ${BLOCK_S} s, confirmations ${CONFIRMATIONS}, --rebroadcast-after ${REBROADCAST_S}s, --settle-stuck-after ${STUCK_S}s; one voucher per stream every ${POST_EVERY_MS} ms; miner stopped after ${Math.floor(STREAMS / 2)} vouchers for ${sec(c.stallMs)}`);
+  line('settlements final/s, whole stall run', `${(STREAMS / (c.lastFinalMs / 1000 || Infinity)).toFixed(1)} settlements/s (first voucher → last final ${c.lastFinalMs === undefined ? 'never' : sec(c.lastFinalMs)})`, 'none in DESIGN (paced by the posts and the stall)', 'record');
+  const p = (xs) => (xs.length ? `p50 ${sec(quantile(xs, 0.5))}  p95 ${sec(quantile(xs, 0.95))}  (n=${xs.length})` : 'none final');
+  line('voucher → final, all streams', p(c.latAll), 'none in DESIGN', 'record');
+  line('voucher → final, posted before the stall', p(c.latBefore), 'none in DESIGN', 'record');
+  line('voucher → final, posted during the stall', p(c.latDuring), 'none in DESIGN', 'record');
+  const stallReal = c.blockAtStart === c.blockAtStop && c.counters.rebroadcast > 0 && c.replaced > 0 && c.seen.stuckView > 0 && c.seen.stuckGauge > 0 && c.seen.healthDegraded;
+  line('stall injected and seen', `blocks ${c.blockAtStop} → ${c.blockAtStart} while stopped; before miner_start: ${c.seen.unminedAtStart} streams unmined, stuck gauge ${c.seen.stuckGauge}, in_flight gauge ${c.seen.inFlightGauge}, /healthz ${c.seen.healthDegraded ? 'degraded' : 'ok'}, ${c.seen.stuckView} streams shown stuck; rebroadcasts ${c.counters.rebroadcast ?? 0} (${c.replaced} replaced with higher fees), max attempts ${c.maxAttempts}, stuck warnings ${c.stuckLogs}`,
+    'no block while stopped; ≥1 rebroadcast and ≥1 replacement; stuck shown in finality, gauge and /healthz', verdict(stallReal));
+  line('share of billed money final at the end', `${pct(c.final, c.billed)} (${c.final} of ${c.billed} micro, ${sec(c.endMs)} after miner_start)`, '100 %', verdict(c.billed > 0n && c.final === c.billed));
+  line('cross-check on chain', `payee wallet +${c.paid} micro; Σ channel settled ${c.channelSettled}; Σ finalMicro ${c.final}`, 'all three equal', verdict(c.paid === c.final && c.channelSettled === c.final && c.wrong.length === 0));
+  line('recovery: miner_start → all final, /healthz ok', c.recoveryMs === undefined ? `not within ${END_WAIT_S} s` : `${sec(c.recoveryMs)} (all mined ${c.minedMs === undefined ? '—' : sec(c.minedMs)}, all final ${c.finalAfterMs === undefined ? '—' : sec(c.finalAfterMs)}, /healthz ok ${c.healthOkMs === undefined ? '—' : sec(c.healthOkMs)})`,
+    `≤ ${RECOVERY_TARGET_S} s (2 × ${REBROADCAST_S} s rebroadcast + ${CONFIRMATIONS} × ${BLOCK_S} s blocks)`, verdict(c.recoveryMs !== undefined && c.recoveryMs <= RECOVERY_TARGET_S * 1000));
+  console.log(`  settlement transitions (node_svc_settlements_total): ${Object.entries(c.counters).map(([k, v]) => `${k} ${v}`).join(', ')}; /healthz at the end ${c.health.status}${c.health.reasons?.length ? ` (${c.health.reasons.join('; ')})` : ''}`);
+  if (c.errors.length) console.log(`  lastError values seen in finality views: ${c.errors.slice(0, 8).map((e) => JSON.stringify(e)).join(' | ')}`);
+  const odd = c.warnings.filter((w) => !/settlement stuck/.test(w.msg ?? ''));
+  if (odd.length) console.log(`  daemon warnings other than "settlement stuck": ${odd.length}; first: ${odd.slice(0, 3).map((w) => JSON.stringify(w)).join(' | ')}`);
+  for (const w of c.wrong.slice(0, 10)) console.log(`  ! ${w}`);
+  if (c.tracer) {
+    const rel = (t) => `${((t - c.stopAt) / 1000).toFixed(1)} s`;
+    const slow = c.tracer.calls.filter((x) => x.ms > 1000);
+    console.log(`  RPC trace: ${c.tracer.calls.length} calls by the daemon; ${slow.length} took > 1 s (times from miner_stop; miner_start at ${rel(c.minerStartAt)})`);
+    for (const x of slow.slice(0, 20)) console.log(`    ${rel(x.at)}  ${x.method}  ${sec(x.ms)}${x.error ? `  ${x.error}` : ''}`);
+    const errs = c.tracer.calls.filter((x) => x.error);
+    const byErr = {};
+    for (const x of errs) byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] = (byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] ?? 0) + 1;
+    for (const [k, v] of Object.entries(byErr).slice(0, 10)) console.log(`    ${v}× ${k}`);
+  }
+  if (misses) {
+    keepLog = join(tmpdir(), `node-svc-bench-settlement-${Date.now()}.log`);
+    writeFileSync(keepLog, c.logText);
+    console.log(`  daemon log of the stall run kept in ${keepLog}`);
+  }
+  console.log(`  run time ${sec(performance.now() - started)}; ${misses ? `${misses} target(s) missed` : 'all targets met'}`);
+} catch (err) {
+  misses++;
+  console.error(`bench/settlement failed: ${err.stack ?? err}`);
 } finally {
   for (const f of cleanups.reverse()) await Promise.resolve().then(f).catch(() => {});
   for (const r of roots) rmSync(r, { recursive: true, force: true });
 }
+process.exit(misses ? 1 : 0);
