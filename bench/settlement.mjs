@@ -109,11 +109,11 @@ async function rpcTracer(target) {
     req.on('end', async () => {
       const t0 = now();
       let methods;
-      try { const j = JSON.parse(body); methods = (Array.isArray(j) ? j : [j]).map((x) => x.method).join('+'); } catch { methods = '?'; }
+      try { const j = JSON.parse(body); methods = (Array.isArray(j) ? j : [j]).map((x) => `${x.method}${x.method === 'eth_getTransactionCount' || x.method === 'eth_getBlockByNumber' ? `(${JSON.stringify(x.params?.[1] === undefined ? x.params?.[0] : x.params[1])})` : ''}`).join('+'); } catch { methods = '?'; }
       try {
         const r = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
         const text = await r.text();
-        calls.push({ at: t0, method: methods, ms: now() - t0, error: /"error"/.test(text) ? text.slice(0, 200) : undefined });
+        calls.push({ at: t0, method: methods, ms: now() - t0, error: /"error"/.test(text) ? (/"message":"([^"]*)"/.exec(text)?.[1] ?? text).slice(0, 160) : undefined });
         res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
       } catch (err) {
         calls.push({ at: t0, method: methods, ms: now() - t0, error: String(err) });
@@ -435,6 +435,9 @@ try {
     const slow = c.tracer.calls.filter((x) => x.ms > 1000);
     console.log(`  RPC trace: ${c.tracer.calls.length} calls by the daemon; ${slow.length} took > 1 s (times from miner_stop; miner_start at ${rel(c.minerStartAt)})`);
     for (const x of slow.slice(0, 20)) console.log(`    ${rel(x.at)}  ${x.method}  ${sec(x.ms)}${x.error ? `  ${x.error}` : ''}`);
+    const traceFile = join(tmpdir(), `node-svc-bench-settlement-rpc-${Date.now()}.json`);
+    writeFileSync(traceFile, JSON.stringify(c.tracer.calls.map((x) => ({ ...x, at: +((x.at - c.stopAt) / 1000).toFixed(3) }))));
+    console.log(`    trace kept in ${traceFile}`);
     const errs = c.tracer.calls.filter((x) => x.error);
     const byErr = {};
     for (const x of errs) byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] = (byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] ?? 0) + 1;

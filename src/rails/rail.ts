@@ -45,6 +45,12 @@ export interface Rail {
    */
   fund?(subject: FundingSubject): Promise<FundingCheck>;
   /**
+   * Funding sources (domain/funding.ts keys) that changed on the rail since the last call (escrow: the contract's
+   * Deposited / CloseRequested / Withdrawn / Settled logs): their streams are read again at once, so the periodic
+   * re-read of every open stream can be slow. undefined: the rail cannot tell; streams are re-read by age only.
+   */
+  changedSources?(): Promise<string[] | undefined>;
+  /**
    * A stream closed (exhausted, revoked, expired, budget halted or released) with nothing left to settle: release
    * what the funding source still holds for it (card: cancel the authorization, or capture the rest as final).
    * Returns a note for the log when something was released; throws to be retried on a later tick.

@@ -115,8 +115,17 @@ export class Settler {
   /** Re-read the funding of open streams (top-ups raise the effective cap; a closed channel stops payment). */
   async #refreshFunding(): Promise<void> {
     if (!this.rail.fund) return;
-    const every = Math.min(this.policy.maxAgeMs, 10_000);
     const db = this.store.db;
+    // Sources the rail saw change are read first; with that news, the age-based re-read of every open stream is a
+    // slow safety net (a missed log, a rail restart), not the way a top-up is noticed.
+    let changed: string[] | undefined;
+    try {
+      changed = await this.rail.changedSources?.();
+    } catch (err) {
+      log.warn('funding changes unreadable; re-reading by age', { error: (err as Error).message });
+    }
+    if (changed?.length) streams.fundingStale(db, changed);
+    const every = changed === undefined ? Math.min(this.policy.maxAgeMs, 10_000) : 300_000;
     for (const row of streams.fundingDue(db, this.rail.mode, this.now() - every, MAX_FUNDING_READS_PER_TICK)) {
       if (this.#stopped) return;
       let check;

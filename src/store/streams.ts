@@ -125,6 +125,11 @@ export const streams = {
   setFunding: (db: Db, nodeId: string, id: string, f: { status: 'funded' | 'unfunded'; reason: string | null; limitMicro: bigint | null; now: number }) =>
     stmt(db, 'UPDATE streams SET funding_status = ?, funding_reason = ?, funding_limit_micro = ?, funding_checked_at = ? WHERE node_id = ? AND id = ? AND funding_source IS NOT NULL')
       .run(f.status, f.reason, f.limitMicro, f.now, nodeId, id),
+  /** The rail saw these sources change: their streams are read again first. */
+  fundingStale: (db: Db, sources: string[]) => {
+    const q = stmt(db, 'UPDATE streams SET funding_checked_at = NULL WHERE funding_source = ?');
+    db.transaction(() => { for (const src of sources) q.run(src); })();
+  },
   /** Open streams of a mode holding their funding source, read longest ago first (never read first), up to `limit`. */
   fundingDue: (db: Db, mode: string, checkedBefore: number, limit: number) =>
     (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.status = 'open'

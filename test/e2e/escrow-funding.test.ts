@@ -114,6 +114,10 @@ describe('escrow funding, one channel per stream, final from the chain', () => {
     const other = privateKeyToAccount(generatePrivateKey()).address;
     const s = await streamOn({ payee: other });
     const before = await chain.balanceOf(other);
+    // A voucher that carries its credential (a gateway verified it offline): refused as not payable, the stream registered as unfunded.
+    const first = await A.post(`/v1/streams/${s.id}/vouchers`, { voucher: { stream: s.id, amount: '1500000', units: '15000', signature: await s.sign(1_500_000n) }, credential: s.credential });
+    expect(first.status, first.text).toBe(422);
+    expect(first.body).toMatchObject({ code: 'voucher_refused', refusal: 'not_payable', streamStatus: 'unfunded' });
     await expectUnfunded(A, s, new RegExp(`pays ${other}, not this daemon's wallet`, 'i'));
     await new Promise((r) => setTimeout(r, 2500));
     expect(await chain.balanceOf(other)).toBe(before);
@@ -161,7 +165,9 @@ describe('escrow funding, one channel per stream, final from the chain', () => {
     await walletFor(chain, chain.payer.key).writeContract({ address: chain.token, abi: TOKEN_ABI, functionName: 'approve', args: [chain.escrow, 1_000_000n] } as never)
       .then((hash) => chain.client.waitForTransactionReceipt({ hash, pollingInterval: 50 }));
     await escrowCall(chain, chain.payer.key, 'deposit', [s.channel, 1_000_000n]);
-    await eventually(async () => (await get(A, s, 'headroom')).effectiveCapMicro === '1500000', 'top-up raises the effective cap', 20_000, 250);
+    const toppedAt = Date.now();
+    await eventually(async () => (await get(A, s, 'headroom')).effectiveCapMicro === '1500000', 'top-up raises the effective cap', 20_000, 100);
+    expect(Date.now() - toppedAt).toBeLessThan(2_000 + 1_500); // within one settle interval (2 s here) plus a tick: read from the Deposited log
     const ok = await voucher(A, s, 1_200_000n, await s.sign(1_200_000n));
     expect(ok.body, ok.text).toMatchObject({ accepted: true, remainingCapMicro: '300000' });
   });

@@ -76,6 +76,8 @@ export class EscrowRail implements Rail {
   #closeGrace: bigint | undefined;
   /** The next nonce this wallet uses; undefined: ask the chain (and our own unmined transactions) again. */
   #nextNonce: number | undefined;
+  /** The first block whose escrow logs changedSources() has not read yet (undefined before the first call). */
+  #logsFrom: bigint | undefined;
   /** Sends of this wallet, one at a time (nonce order is the chain's only order). */
   #sending: Promise<unknown> = Promise.resolve();
 
@@ -171,6 +173,21 @@ export class EscrowRail implements Rail {
     if (!same(ch.payer, payerAddress)) return { funded: false, reason: `${c} is funded by ${ch.payer}, not the credential's payer ${String(payerAddress)}` };
     if (!same(ch.token, this.#c.assetToken)) return { funded: false, reason: `${c} holds token ${ch.token}, not the configured asset token ${this.#c.assetToken}` };
     return { funded: true, limitMicro: ch.deposit, detail: `deposit ${ch.deposit}, settled ${ch.settled}` };
+  }
+
+  /** Channels the escrow logged anything about (opened, deposited, settled, close requested, withdrawn) since the last call. */
+  async changedSources(): Promise<string[] | undefined> {
+    const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
+    if (this.#logsFrom === undefined) {
+      this.#logsFrom = latest + 1n;
+      return undefined; // nothing known of the time before: re-read by age this once
+    }
+    if (latest < this.#logsFrom) return [];
+    const to = latest - this.#logsFrom > 2_000n ? this.#logsFrom + 2_000n : latest; // bounded ranges, as RPCs require
+    const logs = await this.#client.getLogs({ address: this.#c.contract, fromBlock: this.#logsFrom, toBlock: to });
+    this.#logsFrom = to + 1n;
+    const prefix = `escrow:${this.#c.chainId}:${this.#c.contract.toLowerCase()}:`;
+    return [...new Set(logs.map((l) => l.topics[1]).filter((t): t is Hex => typeof t === 'string').map((t) => prefix + t.toLowerCase()))];
   }
 
   /** Run `fn` after every earlier send of this wallet: one nonce sequence, no races. */

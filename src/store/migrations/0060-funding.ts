@@ -35,6 +35,7 @@ const m: Migration = {
         WHERE funding_source IS NOT NULL AND NOT EXISTS (
           SELECT 1 FROM funding_sources f WHERE f.source = streams.funding_source AND f.node_id = streams.node_id AND f.stream = streams.id);
       CREATE INDEX streams_funding_due ON streams(funding_checked_at) WHERE funding_source IS NOT NULL;
+      CREATE INDEX streams_funding_source ON streams(funding_source) WHERE funding_source IS NOT NULL;
 
       -- Settlement progress: how many times its transaction was (re)broadcast or replaced, and when last.
       ALTER TABLE settlements ADD COLUMN attempts INTEGER NOT NULL DEFAULT 0;
