@@ -107,16 +107,22 @@ async function rpcTracer(target) {
     req.setEncoding('utf8');
     req.on('data', (c) => { body += c; });
     req.on('end', async () => {
-      const t0 = now();
-      let methods;
-      try { const j = JSON.parse(body); methods = (Array.isArray(j) ? j : [j]).map((x) => `${x.method}${x.method === 'eth_getTransactionCount' || x.method === 'eth_getBlockByNumber' ? `(${JSON.stringify(x.params?.[1] === undefined ? x.params?.[0] : x.params[1])})` : ''}`).join('+'); } catch { methods = '?'; }
+      const call = { at: now(), method: '?', ms: undefined };
+      calls.push(call);
+      try {
+        const j = JSON.parse(body);
+        call.method = (Array.isArray(j) ? j : [j]).map((x) => `${x.method}${x.method === 'eth_getTransactionCount' || x.method === 'eth_getBlockByNumber' ? `(${JSON.stringify(x.params?.[1] === undefined ? x.params?.[0] : x.params[1])})` : ''}`).join('+');
+        call.params = JSON.stringify((Array.isArray(j) ? j[0] : j).params, (k, v) => (k === 'data' && typeof v === 'string' ? `${v.slice(0, 10)}…(${v.length})` : v)).slice(0, 400);
+      } catch { /* not JSON: forwarded as it is */ }
       try {
         const r = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
         const text = await r.text();
-        calls.push({ at: t0, method: methods, ms: now() - t0, error: /"error"/.test(text) ? (/"message":"([^"]*)"/.exec(text)?.[1] ?? text).slice(0, 160) : undefined });
+        call.ms = now() - call.at;
+        if (/"error"/.test(text)) call.error = (/"message":"([^"]*)"/.exec(text)?.[1] ?? text).slice(0, 160);
         res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
       } catch (err) {
-        calls.push({ at: t0, method: methods, ms: now() - t0, error: String(err) });
+        call.ms = now() - call.at;
+        call.error = String(err);
         res.writeHead(502).end();
       }
     });
@@ -432,9 +438,9 @@ try {
   for (const w of c.wrong.slice(0, 10)) console.log(`  ! ${w}`);
   if (c.tracer) {
     const rel = (t) => `${((t - c.stopAt) / 1000).toFixed(1)} s`;
-    const slow = c.tracer.calls.filter((x) => x.ms > 1000);
-    console.log(`  RPC trace: ${c.tracer.calls.length} calls by the daemon; ${slow.length} took > 1 s (times from miner_stop; miner_start at ${rel(c.minerStartAt)})`);
-    for (const x of slow.slice(0, 20)) console.log(`    ${rel(x.at)}  ${x.method}  ${sec(x.ms)}${x.error ? `  ${x.error}` : ''}`);
+    const slow = c.tracer.calls.filter((x) => x.ms === undefined || x.ms > 1000);
+    console.log(`  RPC trace: ${c.tracer.calls.length} calls by the daemon; ${slow.length} took > 1 s or never answered (times from miner_stop; miner_start at ${rel(c.minerStartAt)})`);
+    for (const x of slow.slice(0, 20)) console.log(`    ${rel(x.at)}  ${x.method}  ${x.ms === undefined ? 'no answer' : sec(x.ms)}${x.error ? `  ${x.error}` : ''}  ${x.params ?? ''}`);
     const traceFile = join(tmpdir(), `node-svc-bench-settlement-rpc-${Date.now()}.json`);
     writeFileSync(traceFile, JSON.stringify(c.tracer.calls.map((x) => ({ ...x, at: +((x.at - c.stopAt) / 1000).toFixed(3) }))));
     console.log(`    trace kept in ${traceFile}`);

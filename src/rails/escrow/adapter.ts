@@ -256,8 +256,11 @@ export class EscrowRail implements Rail {
   async status(s: SettlementRow): Promise<SettlementState> {
     const d = parseDetail(s.detail);
     if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this settlement' };
+    // The nonce count first, then the receipts: a transaction of ours mined in between then shows its receipt, so a
+    // count past our nonce with no receipt really means another transaction took the nonce.
+    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
     const receipt = await this.#receiptOf(d);
-    if (!receipt) return this.#unmined(s, d);
+    if (!receipt) return this.#unmined(s, d, latestCount);
     if (receipt.status !== 'success') return { state: 'failed', error: `settle transaction ${receipt.transactionHash} reverted in block ${receipt.blockNumber}` };
     const proof = this.#paid(s, receipt);
     if (typeof proof === 'string') return { state: 'failed', error: proof };
@@ -311,8 +314,7 @@ export class EscrowRail implements Rail {
   }
 
   /** Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed into it. */
-  async #unmined(s: SettlementRow, d: TxDetail): Promise<SettlementState> {
-    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+  async #unmined(s: SettlementRow, d: TxDetail, latestCount: number): Promise<SettlementState> {
     if (latestCount > d.nonce) {
       // Our nonce was mined by a transaction none of whose hashes is ours here (an older replacement was superseded).
       this.#nextNonce = undefined;
