@@ -328,7 +328,8 @@ export class EscrowRail implements Rail {
     return this.#serial(async () => {
       // A gap below us (a lower nonce no unmined settlement of ours holds): fill it with this settlement.
       const gap = d.nonce > latestCount && !this.#heldNonces().includes(latestCount);
-      if (gap || (known && Number(s.attempts) >= 2)) {
+      // From the second time, replace it (a node may have dropped it as underpriced: the same bytes would be refused again).
+      if (gap || Number(s.attempts) >= 2) {
         const nonce = gap ? latestCount : d.nonce;
         const tx = await this.#replacement(newest.raw, nonce);
         try {
