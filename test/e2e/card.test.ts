@@ -253,7 +253,7 @@ describe('card rail end to end (real daemon, local processor)', { timeout: 30_00
     expect(pis(pi.id)).toMatchObject({ status: 'succeeded', amount_received: 123 });
     expect(calls(pi.id).captures).toHaveLength(1);
     expect(calls(pi.id).cancels).toHaveLength(1);
-    expect(daemon.stderr).toMatch(/card authorization released at its capture deadline margin/);
+    await eventually(() => /card authorization released at its capture deadline margin/.test(daemon.stderr), 'release logged');
     const v = await c.get(`/v1/streams/${s.stream}/verify`);
     expect(v.body).toMatchObject({ payable: false, status: 'unfunded' });
     expect(v.body.reason).toContain(`payment intent ${pi.id} reaches its capture deadline`);

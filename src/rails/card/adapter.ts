@@ -288,16 +288,16 @@ export class CardRail implements Rail {
     }
     const charge = pi.latest_charge;
     if (!charge || typeof charge === 'string') return no(`payment intent ${piId} has no authorized charge`);
-    const withCharge = pi as Stripe.PaymentIntent & { latest_charge: Stripe.Charge };
-    const deadline = this.#deadlineOf(withCharge);
-    if (this.#nearDeadline(deadline))
-      return no(`the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`);
     const capturable = BigInt(pi.amount_capturable);
     const received = BigInt(pi.amount_received);
     if (capturable <= 0n) return no(`payment intent ${piId} has nothing left to capture`);
     // At registration this stream has captured nothing: captures already on the intent were made by someone else.
     if (received > 0n && !streams.get(this.#db(), subject.nodeId, subject.stream))
       return no(`payment intent ${piId} already has ${received} ${want} minor units captured outside node-svc`);
+    // Only an authorization this node may use is watched for its deadline (and released at it).
+    const deadline = this.#deadlineOf(pi as Stripe.PaymentIntent & { latest_charge: Stripe.Charge });
+    if (this.#nearDeadline(deadline))
+      return no(`the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`);
     const mpm = microPerMinor(want);
     const multi = charge.payment_method_details?.card?.multicapture?.status === 'available';
     return {
@@ -331,8 +331,10 @@ export class CardRail implements Rail {
       log.info("card authorization not released: it is not for this node's connected account", { stream: stream.id, paymentIntent: piId });
       return undefined;
     }
-    this.#forget(piId);
-    if (pi.status !== 'requires_capture' || pi.amount_capturable === 0) return undefined; // nothing held (final capture, cancel, lapse)
+    if (pi.status !== 'requires_capture' || pi.amount_capturable === 0) {
+      this.#forget(piId);
+      return undefined; // nothing held (final capture, cancel, lapse)
+    }
     const held = `${pi.amount_capturable} ${pi.currency} minor units`;
     const key = `node-svc-release-${createHash('sha256').update(`${stream.node_id}\0${stream.id}\0${piId}`).digest('hex').slice(0, 48)}`;
     try {
@@ -341,8 +343,10 @@ export class CardRail implements Rail {
       if (!definitive(err)) throw new Error(`cancel of payment intent ${piId} failed: ${describe(err)}`);
       const again = await this.#stripe.paymentIntents.retrieve(piId); // changed meanwhile (captured, lapsed)?
       if (again.status === 'requires_capture' && again.amount_capturable > 0) throw new Error(`cancel of payment intent ${piId} refused: ${describe(err)}`);
+      this.#forget(piId);
       return undefined;
     }
+    this.#forget(piId);
     return pi.amount_received > 0
       ? `released the remaining ${held} of payment intent ${piId} (${pi.amount_received} captured)`
       : `cancelled payment intent ${piId}: nothing captured, ${held} released`;
