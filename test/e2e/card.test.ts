@@ -270,6 +270,22 @@ describe('card rail end to end (real daemon, local processor)', { timeout: 30_00
     await eventually(() => pis(late.id).status === 'canceled', 'late authorization cancelled');
   });
 
+  it('a stream that expires while the daemon is down is released by the next start', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const exp = nowSeconds() + 6;
+    const s = await open(pi.id, { exp });
+    await s.bill(1_000_000n);
+    await eventually(() => ofType(s.stream, 'settlement.checkpointed').length === 1, 'checkpointed');
+    expect(await daemon.stop()).toBe(0);
+    await sleep(Math.max(0, exp * 1000 - Date.now()) + 500); // expired meanwhile
+    expect(pis(pi.id)).toMatchObject({ status: 'requires_capture', amount_capturable: 400 });
+    daemon = await startCardDaemon(t.dataDir, cardFlags(p, { key: keyFile, webhookSecret: secretFile }, acct));
+    await eventually(() => pis(pi.id).amount_capturable === 0, 'released after the restart');
+    expect(pis(pi.id)).toMatchObject({ status: 'succeeded', amount_received: 100 });
+    expect(calls(pi.id).captures).toHaveLength(1);
+    expect(calls(pi.id).cancels).toHaveLength(1);
+  });
+
   // ---- funding: the authorization is read when the stream is registered ----
 
   /** Present a credential for a new stream; the answer as is. */
