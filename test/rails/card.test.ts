@@ -293,6 +293,21 @@ describe('card rail with the settlement engine', () => {
     expect(e2!.message).not.toContain(p.testKey);
   });
 
+  it('funding refreshes reuse a funded reading (the processor rate-limits reads); a verified processor webhook makes the next read fresh', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s = await open(pi.id);
+    const reads = () => p.requests.filter((r) => r.method === 'GET' && r.path === `/v1/payment_intents/${pi.id}`).length;
+    expect(reads()).toBe(1); // registration always reads
+    const subject: FundingSubject = { nodeId: 'node-a', stream: s.stream, payer: 'payer-1', asset: 'USD', mode: 'card', claims: { paymentIntent: pi.id } };
+    expect(await rail.fund(subject)).toMatchObject({ funded: true, limitMicro: 5_000_000n });
+    expect(reads()).toBe(1);
+    const stripe = new Stripe(p.testKey, { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false });
+    const cancelled = await stripe.paymentIntents.cancel(pi.id);
+    expect((await p.sendWebhook(`${d.url}/processor/webhook`, secret, p.event('payment_intent.canceled', cancelled as never))).status).toBe(200);
+    expect(await rail.fund(subject)).toMatchObject({ funded: false, reason: expect.stringMatching(/is canceled: its authorization was released/) });
+    expect(reads()).toBe(2);
+  });
+
   it('release() cancels only what this stream holds, for this account: nothing captured → canceled, partly captured → the rest released', async () => {
     const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
     const s = await open(pi.id);

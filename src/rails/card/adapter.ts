@@ -33,6 +33,8 @@
 //   amount_received + amount_capturable (exact micro units): headroom never promises more than the authorization can
 //   still capture. Anything else is unfunded with a reason naming what differs; a processor that cannot be read
 //   (network, 5xx, 429, 401/403) throws FundingUnavailable (503), never a yes.
+//   A funded reading is reused by refreshes for `fundingRefreshMs` (default 60 s; the processor rate-limits reads),
+//   read fresh after a verified processor webhook naming the intent, a capture, or inside the deadline margin.
 // - Release. Every close path (exhausted, revoked, expired, budget halted or released) ends with the authorization
 //   released: the engine's final capture takes what is billed with `final_capture: true`; when nothing is left to
 //   capture, release() cancels the PaymentIntent (`cancellation_reason: abandoned`), which releases the remaining
@@ -85,6 +87,12 @@ export interface CardConfig {
   deadlineMarginMs?: number;
   /** How long before an authorization's capture deadline a warning is logged (default 24 h). */
   deadlineWarnMs?: number;
+  /**
+   * How long a funded reading of an open stream's authorization is reused by funding refreshes (default 60 s): the
+   * processor rate-limits reads, and only the platform can change a manual-capture authorization (a verified processor
+   * webhook naming it, a capture or a cancel by this rail makes the next read fresh). Registration always reads.
+   */
+  fundingRefreshMs?: number;
   refundScanMs?: number;
   maxNetworkRetries?: number;
   now?: () => number;
@@ -146,6 +154,8 @@ export class CardRail implements Rail {
   #wake: (() => void) | undefined;
   #lastScan = 0;
   #dirty = new Set<string>();
+  /** Funded readings reused by refreshes (PaymentIntent → when read, the answer, its deadline). */
+  readonly #funded = new Map<string, { at: number; check: FundingCheck; deadline: number }>();
 
   constructor(c: CardConfig) {
     if (c.api && c.env !== 'sandbox') throw configError('a processor API URL (--card-api) is only accepted on the sandbox rail');
@@ -264,6 +274,10 @@ export class CardRail implements Rail {
     if (typeof piId !== 'string' || !PI_RE.test(piId)) return no("the credential's paymentIntent claim is not a PaymentIntent id (pi_…)");
     const want = currencyOfAsset(subject.asset);
     if (!want) return no(`asset ${subject.asset} is not a card currency (an ISO 4217 code such as USD)`);
+    const known = this.#funded.get(piId);
+    if (known && this.#now() - known.at < (this.#c.fundingRefreshMs ?? 60_000) && !this.#nearDeadline(known.deadline)
+      && streams.get(this.#db(), subject.nodeId, subject.stream)) return known.check;
+    this.#funded.delete(piId);
     let pi: Stripe.PaymentIntent;
     try {
       pi = await this.#stripe.paymentIntents.retrieve(piId, { expand: ['latest_charge'] }, FUND_READ);
@@ -300,11 +314,13 @@ export class CardRail implements Rail {
       return no(`the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`);
     const mpm = microPerMinor(want);
     const multi = charge.payment_method_details?.card?.multicapture?.status === 'available';
-    return {
+    const check: FundingCheck = {
       funded: true,
       limitMicro: (received + capturable) * mpm,
       detail: `payment intent ${piId}: ${capturable} ${want} minor units capturable, ${received} captured, capture deadline ${iso(deadline)}${multi ? '' : ', single capture'}`,
     };
+    this.#funded.set(piId, { at: this.#now(), check, deadline });
+    return check;
   }
 
   /**
@@ -353,6 +369,7 @@ export class CardRail implements Rail {
   }
 
   #forget(piId: string): void {
+    this.#funded.delete(piId);
     this.#deadlines.delete(piId);
     this.#warnedDeadline.delete(piId);
   }
@@ -445,6 +462,7 @@ export class CardRail implements Rail {
   }
 
   #capture(pi: string, d: CaptureDetail) {
+    this.#funded.delete(pi); // a final capture ends the authorization: the next funding read is fresh
     const amount = BigInt(d.captureMinor);
     if (amount > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('capture amount out of range');
     return this.#stripe.paymentIntents.capture(pi, { amount_to_capture: Number(amount), final_capture: d.final }, { idempotencyKey: d.idempotencyKey });
@@ -554,7 +572,10 @@ export class CardRail implements Rail {
       }
       const obj = (event.data?.object ?? {}) as { id?: unknown; object?: unknown; payment_intent?: unknown };
       const pi = obj.object === 'payment_intent' ? obj.id : obj.payment_intent;
-      if (typeof pi === 'string' && PI_RE.test(pi)) this.#dirty.add(pi);
+      if (typeof pi === 'string' && PI_RE.test(pi)) {
+        this.#dirty.add(pi);
+        this.#funded.delete(pi);
+      }
       else if (/refund|charge/.test(event.type)) this.#lastScan = 0; // refund news without a PaymentIntent: scan all
       log.debug('processor webhook', { event: event.id, type: event.type });
       this.#wake?.();
