@@ -301,11 +301,20 @@ describe('card rail with the settlement engine', () => {
     const subject: FundingSubject = { nodeId: 'node-a', stream: s.stream, payer: 'payer-1', asset: 'USD', mode: 'card', claims: { paymentIntent: pi.id } };
     expect(await rail.fund(subject)).toMatchObject({ funded: true, limitMicro: 5_000_000n });
     expect(reads()).toBe(1);
+    // once a read fails, no cached yes: the next refresh reads (and sees the processor again)
+    const other = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    p.failNext(new RegExp(`^/v1/payment_intents/${other.id}$`), 'error', 10);
+    await expect(rail.fund({ ...subject, stream: 'not-registered', claims: { paymentIntent: other.id } })).rejects.toBeInstanceOf(FundingUnavailable);
+    p.clearFaults();
+    expect(await rail.fund(subject)).toMatchObject({ funded: true });
+    expect(reads()).toBe(2);
+    expect(await rail.fund(subject)).toMatchObject({ funded: true });
+    expect(reads()).toBe(2);
     const stripe = new Stripe(p.testKey, { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false });
     const cancelled = await stripe.paymentIntents.cancel(pi.id);
     expect((await p.sendWebhook(`${d.url}/processor/webhook`, secret, p.event('payment_intent.canceled', cancelled as never))).status).toBe(200);
     expect(await rail.fund(subject)).toMatchObject({ funded: false, reason: expect.stringMatching(/is canceled: its authorization was released/) });
-    expect(reads()).toBe(2);
+    expect(reads()).toBe(3);
   });
 
   it('release() cancels only what this stream holds, for this account: nothing captured → canceled, partly captured → the rest released', async () => {

@@ -154,6 +154,8 @@ export class CardRail implements Rail {
   #wake: (() => void) | undefined;
   #lastScan = 0;
   #dirty = new Set<string>();
+  /** The last funding read of the processor failed (unreachable, 5xx, 429, 401/403). */
+  #readFailing = false;
   /** Funded readings reused by refreshes (PaymentIntent → when read, the answer, its deadline). */
   readonly #funded = new Map<string, { at: number; check: FundingCheck; deadline: number }>();
 
@@ -275,7 +277,8 @@ export class CardRail implements Rail {
     const want = currencyOfAsset(subject.asset);
     if (!want) return no(`asset ${subject.asset} is not a card currency (an ISO 4217 code such as USD)`);
     const known = this.#funded.get(piId);
-    if (known && this.#now() - known.at < (this.#c.fundingRefreshMs ?? 60_000) && !this.#nearDeadline(known.deadline)
+    // Not while reads fail: the engine's grace for an unreadable processor must see every failure, not a cached yes.
+    if (known && !this.#readFailing && this.#now() - known.at < (this.#c.fundingRefreshMs ?? 60_000) && !this.#nearDeadline(known.deadline)
       && streams.get(this.#db(), subject.nodeId, subject.stream)) return known.check;
     this.#funded.delete(piId);
     let pi: Stripe.PaymentIntent;
@@ -283,11 +286,13 @@ export class CardRail implements Rail {
       pi = await this.#stripe.paymentIntents.retrieve(piId, { expand: ['latest_charge'] }, FUND_READ);
     } catch (err) {
       const s = (err as { statusCode?: number }).statusCode;
+      this.#readFailing = s !== 404 && s !== 400;
       // A live object is invisible to a test key and vice versa: the processor answers 404 for both.
       if (s === 404) return no(`payment intent ${piId} is not known to the processor in ${this.#live ? 'live' : 'test'} mode (unknown, or a ${this.#live ? 'test' : 'live'}-mode object)`);
       if (s === 400) return no(`the processor refused to read payment intent ${piId}: ${describe(err)}`);
       throw new FundingUnavailable(`the card processor cannot be read: ${describe(err)}`);
     }
+    this.#readFailing = false;
     if (pi.livemode !== this.#live) return no(`payment intent ${piId} is a ${pi.livemode ? 'live' : 'test'}-mode object, but this is the ${this.env} rail`);
     if (pi.currency !== want) return no(`payment intent ${piId} is in ${pi.currency.toUpperCase()}, but the stream's asset is ${subject.asset}`);
     const dest = pi.transfer_data?.destination;
