@@ -138,13 +138,14 @@ export const streams = {
       ORDER BY s.funding_checked_at IS NOT NULL, s.funding_checked_at LIMIT ?`, true).all(mode, checkedBefore, limit) as Record<string, unknown>[])
       .map((r) => toStream(r)!),
   /**
-   * Streams of a mode holding a funding source that were not released yet and are closed (exhausted, revoked,
+   * Streams of a mode holding their funding source (never one a later stream only named) that were not released yet and are closed (exhausted, revoked,
    * budget halted or released, expired at `now`) with no settlement in flight: candidates for the rail's release().
    */
   toRelease: (db: Db, mode: string, now: number, limit: number) =>
     (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.funding_released_at IS NULL
         AND (s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status, 'active') != 'active' OR s.exp * 1000 <= ?)
         AND NOT EXISTS (SELECT 1 FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status IN ('pending', 'submitted'))
+        AND EXISTS (SELECT 1 FROM funding_sources f WHERE f.source = s.funding_source AND f.node_id = s.node_id AND f.stream = s.id)
       ORDER BY s.updated_at LIMIT ?`, true).all(mode, now, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
   released: (db: Db, nodeId: string, id: string, now: number) =>
     stmt(db, 'UPDATE streams SET funding_released_at = ? WHERE node_id = ? AND id = ?').run(now, nodeId, id),

@@ -11,6 +11,7 @@ import { cardRailFromFlags } from '../../src/rails/card/config.js';
 import { currencyOfAsset, floorToMinor, microPerMinor, toMinor } from '../../src/rails/card/currency.js';
 import { parseForm, startLocalProcessor, type LocalProcessor } from '../../src/rails/card/processor.js';
 import { DEFAULT_POLICY } from '../../src/rails/settler.js';
+import { FundingUnavailable, type FundingSubject } from '../../src/domain/funding.js';
 import { addKeys, addNode, issueToken } from '../../src/service/admin.js';
 import { events } from '../../src/store/events.js';
 import { settlements } from '../../src/store/settlements.js';
@@ -241,21 +242,105 @@ describe('card rail with the settlement engine', () => {
     expect(db().prepare('SELECT COUNT(*) AS c FROM events').get()).toEqual(before);
   });
 
-  it('refuses a currency mismatch and a foreign destination: the settlement fails, nothing is captured', async () => {
-    const eur = p.createPaymentIntent({ amount: 500, currency: 'eur', destination: acct }) as { id: string };
-    const s = await open(eur.id);
-    await s.bill(1_000_000n);
-    const failed = await eventually(() => settlements.forStream(db(), 'node-a', s.stream).find((r) => r.status === 'failed'), 'failed');
-    expect(failed.error).toMatch(/currency mismatch: stream .* is in USD, payment intent .* is in EUR; nothing captured/);
+  it('fund() reads the authorization: funded with captured + capturable; unfunded naming what differs; unreadable is FundingUnavailable', async () => {
+    const subject = (pi: unknown, o: Partial<FundingSubject> = {}): FundingSubject =>
+      ({ nodeId: 'node-a', stream: `fund-${n}-${Math.random()}`, payer: 'payer-1', asset: 'USD', mode: 'card', claims: { paymentIntent: pi }, ...o });
+    const pi = p.createPaymentIntent({ amount: 1234, destination: acct }) as { id: string };
+    const ok = await rail.fund(subject(pi.id));
+    expect(ok).toMatchObject({ funded: true, limitMicro: 12_340_000n });
+    expect(ok.funded && ok.detail).toMatch(/1234 usd minor units capturable, 0 captured, capture deadline /);
+    const jpy = p.createPaymentIntent({ amount: 700, currency: 'jpy', destination: acct }) as { id: string };
+    expect(await rail.fund(subject(jpy.id, { asset: 'JPY' }))).toMatchObject({ funded: true, limitMicro: 700_000_000n }); // 0-decimal: exact
+
     const other = p.createAccount().id;
-    const foreign = p.createPaymentIntent({ amount: 500, destination: other }) as { id: string };
-    const s2 = await open(foreign.id);
+    const reasons: Array<[unknown, RegExp, Partial<FundingSubject>?]> = [
+      [(p.createPaymentIntent({ amount: 500, destination: other }) as { id: string }).id, new RegExp(`pays ${other}, not this node's connected account ${acct}`)],
+      [(p.createPaymentIntent({ amount: 500, currency: 'eur', destination: acct }) as { id: string }).id, /is in EUR, but the stream's asset is USD/],
+      [(p.createPaymentIntent({ amount: 500, destination: acct, livemode: true }) as { id: string }).id, /not known to the processor in test mode \(unknown, or a live-mode object\)/],
+      ['pi_unknown123', /payment intent pi_unknown123 is not known to the processor/],
+      ['not-a-pi', /paymentIntent claim is not a PaymentIntent id/],
+      [undefined, /paymentIntent claim is not a PaymentIntent id/],
+      [pi.id, /asset USDC is not a card currency/, { asset: 'USDC' }],
+      [(p.createPaymentIntent({ amount: 500, destination: acct, captureMethod: 'automatic' }) as { id: string }).id, /capture_method automatic, not manual/],
+      [(p.createPaymentIntent({ amount: 500, destination: acct, captureBefore: Math.floor(Date.now() / 1000) + 600 }) as { id: string }).id, /reaches its capture deadline at /],
+    ];
+    for (const [id, reason, o] of reasons) {
+      const r = await rail.fund(subject(id, o));
+      expect(r.funded, String(id)).toBe(false);
+      expect(!r.funded && r.reason).toMatch(reason);
+    }
+    // cancelled, captured in full, or captured by someone else before the stream was registered
+    const stripe = new Stripe(p.testKey, { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false });
+    const cancelled = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    await stripe.paymentIntents.cancel(cancelled.id, { cancellation_reason: 'requested_by_customer' });
+    expect(await rail.fund(subject(cancelled.id))).toEqual({ funded: false, reason: `payment intent ${cancelled.id} is canceled (requested_by_customer): its authorization was released` });
+    const full = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    await stripe.paymentIntents.capture(full.id);
+    expect(await rail.fund(subject(full.id))).toMatchObject({ funded: false, reason: expect.stringMatching(/is succeeded: captured in full or released/) });
+    const outside = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    await stripe.paymentIntents.capture(outside.id, { amount_to_capture: 100, final_capture: false });
+    expect(await rail.fund(subject(outside.id))).toMatchObject({ funded: false, reason: `payment intent ${outside.id} already has 100 usd minor units captured outside node-svc` });
+
+    // the processor failing or unreachable: never a yes, never the key
+    p.failNext(new RegExp(`^/v1/payment_intents/${pi.id}$`), 'error', 10);
+    const down = await rail.fund(subject(pi.id)).then(() => undefined, (e: Error) => e);
+    p.clearFaults();
+    expect(down).toBeInstanceOf(FundingUnavailable);
+    expect(down!.message).toMatch(/the card processor cannot be read: .*HTTP 500/);
+    const gone = new CardRail({ env: 'sandbox', key: p.testKey, account: acct, api: 'http://127.0.0.1:9', maxNetworkRetries: 0 });
+    const e2 = await gone.fund(subject(pi.id)).then(() => undefined, (e: Error) => e);
+    expect(e2).toBeInstanceOf(FundingUnavailable);
+    expect(e2!.message).not.toContain(p.testKey);
+  });
+
+  it('funding refreshes reuse a funded reading (the processor rate-limits reads); a verified processor webhook makes the next read fresh', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s = await open(pi.id);
+    const reads = () => p.requests.filter((r) => r.method === 'GET' && r.path === `/v1/payment_intents/${pi.id}`).length;
+    expect(reads()).toBe(1); // registration always reads
+    const subject: FundingSubject = { nodeId: 'node-a', stream: s.stream, payer: 'payer-1', asset: 'USD', mode: 'card', claims: { paymentIntent: pi.id } };
+    expect(await rail.fund(subject)).toMatchObject({ funded: true, limitMicro: 5_000_000n });
+    expect(reads()).toBe(1);
+    // once a read fails, no cached yes: the next refresh reads (and sees the processor again)
+    const other = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    p.failNext(new RegExp(`^/v1/payment_intents/${other.id}$`), 'error', 10);
+    await expect(rail.fund({ ...subject, stream: 'not-registered', claims: { paymentIntent: other.id } })).rejects.toBeInstanceOf(FundingUnavailable);
+    p.clearFaults();
+    expect(await rail.fund(subject)).toMatchObject({ funded: true });
+    expect(reads()).toBe(2);
+    expect(await rail.fund(subject)).toMatchObject({ funded: true });
+    expect(reads()).toBe(2);
+    const stripe = new Stripe(p.testKey, { host: '127.0.0.1', port: p.port, protocol: 'http', maxNetworkRetries: 0, telemetry: false });
+    const cancelled = await stripe.paymentIntents.cancel(pi.id);
+    expect((await p.sendWebhook(`${d.url}/processor/webhook`, secret, p.event('payment_intent.canceled', cancelled as never))).status).toBe(200);
+    expect(await rail.fund(subject)).toMatchObject({ funded: false, reason: expect.stringMatching(/is canceled: its authorization was released/) });
+    expect(reads()).toBe(3);
+  });
+
+  it('release() cancels only what this stream holds, for this account: nothing captured → canceled, partly captured → the rest released', async () => {
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s = await open(pi.id);
+    const row = () => streams.get(db(), 'node-a', s.stream)!;
+    expect(await rail.release(row())).toMatch(new RegExp(`cancelled payment intent ${pi.id}: nothing captured, 500 usd minor units released`));
+    expect(p.paymentIntent(pi.id)).toMatchObject({ status: 'canceled', amount_capturable: 0, cancellation_reason: 'abandoned' });
+    expect(await rail.release(row())).toBeUndefined(); // nothing held any more: no second cancel
+    expect(p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/cancel`)).toHaveLength(1);
+
+    const pi2 = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    const s2 = await open(pi2.id);
     await s2.bill(1_000_000n);
-    const f2 = await eventually(() => settlements.forStream(db(), 'node-a', s2.stream).find((r) => r.status === 'failed'), 'failed');
-    expect(f2.error).toContain(`pays ${other}, not this node's ${acct}`);
-    expect(p.paymentIntent(eur.id)).toMatchObject({ amount_received: 0 });
-    expect(p.paymentIntent(foreign.id)).toMatchObject({ amount_received: 0 });
-    expect(evts(s.stream).concat(evts(s2.stream)).filter((e) => e.type.startsWith('settlement.'))).toEqual([]);
+    await eventually(() => evts(s2.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    expect(await rail.release(streams.get(db(), 'node-a', s2.stream)!)).toBe(`released the remaining 400 usd minor units of payment intent ${pi2.id} (100 captured)`);
+    expect(p.paymentIntent(pi2.id)).toMatchObject({ status: 'succeeded', amount_received: 100, amount_capturable: 0 });
+
+    // a second stream naming the first one's authorization does not hold it: never cancelled through it
+    const pi3 = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
+    await open(pi3.id);
+    const stream = `card-second-${n}-${Date.now()}`;
+    const r = await clientOf(d.url, token).post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi3.id) });
+    expect(r.body).toMatchObject({ refusal: 'unfunded' });
+    expect(await rail.release(streams.get(db(), 'node-a', stream)!)).toBeUndefined();
+    expect(p.paymentIntent(pi3.id)).toMatchObject({ status: 'requires_capture', amount_capturable: 500 });
   });
 
   it('finds a capture whose answer was lost, and never captures twice', async () => {
@@ -273,17 +358,67 @@ describe('card rail with the settlement engine', () => {
     expect(settlements.forStream(db(), 'node-a', s.stream).map((r) => r.status)).toEqual(['checkpointed']);    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 200 });
   });
 
-  it('settles now, with a final capture, when the authorization nears its capture deadline', async () => {
-    const created = Math.floor(Date.now() / 1000) - 7 * 86_400 + 1800; // 30 min before the 7-day deadline
-    const pi = p.createPaymentIntent({ amount: 500, destination: acct, created, captureBefore: null }) as { id: string };
-    const s = await open(pi.id);
+  it('closeRequested() answers true near the capture deadline only', async () => {
+    const soon = p.createPaymentIntent({ amount: 500, destination: acct, captureBefore: Math.floor(Date.now() / 1000) + 1800 }) as { id: string };
     const fresh = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
     const s2 = await open(fresh.id);
-    // whatever the policy, the engine asks closeRequested(): true near the deadline only
-    expect(await rail.closeRequested(streams.get(db(), 'node-a', s.stream)!)).toBe(true);
+    const late = `card-late-${n}-${Date.now()}`;
+    await clientOf(d.url, token).post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, late, soon.id) });
+    expect(await rail.closeRequested(streams.get(db(), 'node-a', late)!)).toBe(true);
     expect(await rail.closeRequested(streams.get(db(), 'node-a', s2.stream)!)).toBe(false);
-    await s.bill(10_000n);
-    await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
-    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 1, status: 'succeeded', amount_capturable: 0 });
+  });
+});
+
+describe('card rail at the capture deadline, with a policy that would wait', () => {
+  let dir: string;
+  let p: LocalProcessor;
+  let d: Daemon;
+  let issuer: KeyPair;
+  let payer: KeyPair;
+  let token: string;
+  let acct: string;
+
+  beforeAll(async () => {
+    dir = await mkdtemp(join(tmpdir(), 'node-svc-card-deadline-'));
+    p = await startLocalProcessor();
+    acct = p.createAccount().id;
+    issuer = await issuerKeyPair();
+    payer = await payerKeyPair();
+    const rail = new CardRail({ env: 'sandbox', key: p.testKey, account: acct, api: p.url, maxNetworkRetries: 0 });
+    await rail.preflight();
+    // Nothing reaches the threshold or the age limit: only the deadline makes the engine capture.
+    const policy = { ...DEFAULT_POLICY, thresholdMicro: 10n ** 15n, maxAgeMs: 3_600_000 };
+    d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy }, settleTickMs: 30 });
+    addNode(d.deps.store, 'node-a');
+    token = issueToken(d.deps.store, 'node-a').token;
+    addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
+  });
+  afterAll(async () => {
+    await d?.stop();
+    await p?.close();
+    await rm(dir, { recursive: true, force: true });
+  });
+
+  it('captures what is billed as final at the deadline margin, then takes no more vouchers and holds nothing', async () => {
+    const c = clientOf(d.url, token);
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct, captureBefore: Math.floor(Date.now() / 1000) + 3600 + 2 }) as { id: string };
+    const stream = `deadline-${Date.now()}`;
+    expect((await c.post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi.id) })).status).toBe(200);
+    expect((await c.post(`/v1/streams/${stream}/vouchers`, { voucher: voucher(payer, stream, 2_000_000n) })).status).toBe(200);
+    await sleep(300);
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 0 }); // the policy waits
+    await eventually(() => (p.paymentIntent(pi.id) as { status: string }).status === 'succeeded', 'final capture at the margin', 15_000);
+    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 200, amount_capturable: 0 });
+    const captures = p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/capture`);
+    expect(captures).toHaveLength(1);
+    expect(p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/cancel`)).toHaveLength(0);
+    const evts = () => events.forRef(d.deps.store.db, 'node-a', `stream:${stream}`).map((e) => [e.type, (JSON.parse(e.body).data as { amountMicro?: string }).amountMicro]);
+    await eventually(() => evts().length >= 2, 'checkpointed');
+    expect(evts()).toEqual([['capture.created', '2000000'], ['settlement.checkpointed', '2000000']]);
+    const more = await c.post(`/v1/streams/${stream}/vouchers`, { voucher: voucher(payer, stream, 2_500_000n) });
+    expect(more.status).toBe(422);
+    expect(more.body).toMatchObject({ refusal: 'not_payable' });
+    expect(more.body.detail).toContain('reaches its capture deadline');
+    await eventually(() => streams.get(d.deps.store.db, 'node-a', stream)!.funding_released_at !== null, 'marked released');
   });
 });

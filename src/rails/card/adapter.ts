@@ -26,10 +26,26 @@
 // - Finality. checkpointed when the capture exists (its balance transaction exists, the charge is `captured`);
 //   final when that balance transaction's status is `available`. A destination charge's transfer to the connected
 //   account is funded from the charge, so the connected account's funds become available with it.
+// - Funding (DESIGN §14). fund() reads the PaymentIntent the credential names (expanded with its charge) when the
+//   stream is registered and on every funding refresh: funded only when it is a `requires_capture` authorization in
+//   the rail's mode, in the stream's currency, for this node's connected account, with manual capture, not within the
+//   deadline margin, and (at registration) with nothing captured outside node-svc. What it can pay in all is
+//   amount_received + amount_capturable (exact micro units): headroom never promises more than the authorization can
+//   still capture. Anything else is unfunded with a reason naming what differs; a processor that cannot be read
+//   (network, 5xx, 429, 401/403) throws FundingUnavailable (503), never a yes.
+//   A funded reading is reused by refreshes for `fundingRefreshMs` (default 60 s; the processor rate-limits reads),
+//   read fresh after a verified processor webhook naming the intent, a capture, or inside the deadline margin.
+// - Release. Every close path (exhausted, revoked, expired, budget halted or released) ends with the authorization
+//   released: the engine's final capture takes what is billed with `final_capture: true`; when nothing is left to
+//   capture, release() cancels the PaymentIntent (`cancellation_reason: abandoned`), which releases the remaining
+//   amount_capturable whether or not something was captured before (multicapture). Only the stream that holds the
+//   source, and only an authorization for this node's account in the rail's mode, is ever cancelled.
 // - Deadline. A card authorization lapses 7 days after it was made: the deadline is the charge's
-//   `payment_method_details.card.capture_before` when present, else the PaymentIntent's `created` + 7 d. Within
-//   `deadlineMarginMs` (default 1 h) of it, closeRequested() answers true so the engine settles now, whatever the
-//   policy, and that capture is final.
+//   `payment_method_details.card.capture_before` when present, else the PaymentIntent's `created` + 7 d. A warning is
+//   logged once `deadlineWarnMs` (default 24 h) before it. Within `deadlineMarginMs` (default 1 h) of it, the stream
+//   stops taking vouchers (unfunded, reason naming the deadline), closeRequested() answers true so the engine captures
+//   what is billed now, as final, whatever the policy, and poll() releases the rest (cancel) once nothing is left to
+//   capture.
 // - Refunds. poll() sums the PaymentIntent's `succeeded` refunds and records refund.final with the CUMULATIVE
 //   refunded amount (micro) when it grew, once per amount (table card_refunds, migration 0050). A full scan of
 //   captured streams runs every `refundScanMs` (default 30 s); a verified processor webhook naming a PaymentIntent
@@ -46,11 +62,13 @@ import type { Hono } from 'hono';
 import Stripe from 'stripe';
 import { problem } from '../../api/problem.js';
 import { configError } from '../../domain/errors.js';
+import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
+import { iso } from '../../domain/time.js';
 import { log } from '../../log.js';
 import type { Store } from '../../store/db.js';
 import { recordEvent } from '../../store/events.js';
-import type { SettlementRow } from '../../store/settlements.js';
-import { streams, type StreamRow } from '../../store/streams.js';
+import { settlements, type SettlementRow } from '../../store/settlements.js';
+import { fundingSources, streams, type StreamRow } from '../../store/streams.js';
 import { VERSION } from '../../version.js';
 import type { Rail, RailEnv, SettlementState } from '../rail.js';
 import { currencyOfAsset, microPerMinor, floorToMinor } from './currency.js';
@@ -67,12 +85,22 @@ export interface CardConfig {
   /** Sandbox only: the processor API base URL (a local processor). */
   api?: string;
   deadlineMarginMs?: number;
+  /** How long before an authorization's capture deadline a warning is logged (default 24 h). */
+  deadlineWarnMs?: number;
+  /**
+   * How long a funded reading of an open stream's authorization is reused by funding refreshes (default 60 s): the
+   * processor rate-limits reads, and only the platform can change a manual-capture authorization (a verified processor
+   * webhook naming it, a capture or a cancel by this rail makes the next read fresh). Registration always reads.
+   */
+  fundingRefreshMs?: number;
   refundScanMs?: number;
   maxNetworkRetries?: number;
   now?: () => number;
 }
 
 const CARD_AUTH_WINDOW_S = 7 * 86_400;
+/** Funding reads answer a request (registration): fail fast to a 503 rather than hold the caller. */
+const FUND_READ = { timeout: 5_000, maxNetworkRetries: 1 };
 const PI_RE = /^pi_[A-Za-z0-9]+$/;
 const MAX_WEBHOOK_BYTES = 1024 * 1024;
 
@@ -118,11 +146,18 @@ export class CardRail implements Rail {
   readonly #c: CardConfig;
   readonly #stripe: Stripe;
   readonly #now: () => number;
+  /** Capture deadlines of the authorizations read so far (PaymentIntent → ms since the epoch). */
   readonly #deadlines = new Map<string, number>();
+  /** Authorizations already warned about as nearing their deadline (one warning each). */
+  readonly #warnedDeadline = new Set<string>();
   #store: Store | undefined;
   #wake: (() => void) | undefined;
   #lastScan = 0;
   #dirty = new Set<string>();
+  /** The last funding read of the processor failed (unreachable, 5xx, 429, 401/403). */
+  #readFailing = false;
+  /** Funded readings reused by refreshes (PaymentIntent → when read, the answer, its deadline). */
+  readonly #funded = new Map<string, { at: number; check: FundingCheck; deadline: number }>();
 
   constructor(c: CardConfig) {
     if (c.api && c.env !== 'sandbox') throw configError('a processor API URL (--card-api) is only accepted on the sandbox rail');
@@ -231,6 +266,160 @@ export class CardRail implements Rail {
     return undefined;
   }
 
+  /**
+   * The stream's funding source: its authorization at the processor (DESIGN §14). Funded with what it can pay in all
+   * (captured + capturable), or unfunded naming what differs. Throws FundingUnavailable when the processor cannot be read.
+   */
+  async fund(subject: FundingSubject): Promise<FundingCheck> {
+    const no = (reason: string): FundingCheck => ({ funded: false, reason });
+    const piId = subject.claims.paymentIntent;
+    if (typeof piId !== 'string' || !PI_RE.test(piId)) return no("the credential's paymentIntent claim is not a PaymentIntent id (pi_…)");
+    const want = currencyOfAsset(subject.asset);
+    if (!want) return no(`asset ${subject.asset} is not a card currency (an ISO 4217 code such as USD)`);
+    const known = this.#funded.get(piId);
+    // Not while reads fail: the engine's grace for an unreadable processor must see every failure, not a cached yes.
+    if (known && !this.#readFailing && this.#now() - known.at < (this.#c.fundingRefreshMs ?? 60_000) && !this.#nearDeadline(known.deadline)
+      && streams.get(this.#db(), subject.nodeId, subject.stream)) return known.check;
+    this.#funded.delete(piId);
+    let pi: Stripe.PaymentIntent;
+    try {
+      pi = await this.#stripe.paymentIntents.retrieve(piId, { expand: ['latest_charge'] }, FUND_READ);
+    } catch (err) {
+      const s = (err as { statusCode?: number }).statusCode;
+      this.#readFailing = s !== 404 && s !== 400;
+      // A live object is invisible to a test key and vice versa: the processor answers 404 for both.
+      if (s === 404) return no(`payment intent ${piId} is not known to the processor in ${this.#live ? 'live' : 'test'} mode (unknown, or a ${this.#live ? 'test' : 'live'}-mode object)`);
+      if (s === 400) return no(`the processor refused to read payment intent ${piId}: ${describe(err)}`);
+      throw new FundingUnavailable(`the card processor cannot be read: ${describe(err)}`);
+    }
+    this.#readFailing = false;
+    if (pi.livemode !== this.#live) return no(`payment intent ${piId} is a ${pi.livemode ? 'live' : 'test'}-mode object, but this is the ${this.env} rail`);
+    if (pi.currency !== want) return no(`payment intent ${piId} is in ${pi.currency.toUpperCase()}, but the stream's asset is ${subject.asset}`);
+    const dest = pi.transfer_data?.destination;
+    const destId = typeof dest === 'string' ? dest : dest?.id;
+    if (destId !== this.#c.account) return no(`payment intent ${piId} pays ${destId ?? 'no connected account'}, not this node's connected account ${this.#c.account}`);
+    if (pi.capture_method !== 'manual') return no(`payment intent ${piId} has capture_method ${pi.capture_method}, not manual`);
+    if (pi.status !== 'requires_capture') {
+      const why = pi.status === 'canceled' ? `canceled${pi.cancellation_reason ? ` (${pi.cancellation_reason})` : ''}: its authorization was released`
+        : pi.status === 'succeeded' ? 'succeeded: captured in full or released, nothing is left to capture'
+        : `${pi.status}, not an authorization that can capture (requires_capture)`;
+      return no(`payment intent ${piId} is ${why}`);
+    }
+    const charge = pi.latest_charge;
+    if (!charge || typeof charge === 'string') return no(`payment intent ${piId} has no authorized charge`);
+    const capturable = BigInt(pi.amount_capturable);
+    const received = BigInt(pi.amount_received);
+    if (capturable <= 0n) return no(`payment intent ${piId} has nothing left to capture`);
+    // At registration this stream has captured nothing: captures already on the intent were made by someone else.
+    if (received > 0n && !streams.get(this.#db(), subject.nodeId, subject.stream))
+      return no(`payment intent ${piId} already has ${received} ${want} minor units captured outside node-svc`);
+    // Only an authorization this node may use is watched for its deadline (and released at it).
+    const deadline = this.#deadlineOf(pi as Stripe.PaymentIntent & { latest_charge: Stripe.Charge });
+    if (this.#nearDeadline(deadline))
+      return no(`the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`);
+    const mpm = microPerMinor(want);
+    const multi = charge.payment_method_details?.card?.multicapture?.status === 'available';
+    const check: FundingCheck = {
+      funded: true,
+      limitMicro: (received + capturable) * mpm,
+      detail: `payment intent ${piId}: ${capturable} ${want} minor units capturable, ${received} captured, capture deadline ${iso(deadline)}${multi ? '' : ', single capture'}`,
+    };
+    this.#funded.set(piId, { at: this.#now(), check, deadline });
+    return check;
+  }
+
+  /**
+   * A stream closed with nothing left to capture (or its authorization at its deadline margin): release what the
+   * authorization still holds by cancelling the PaymentIntent. Never touches an authorization this stream does not
+   * hold, nor one for another account or mode. Returns a note when something was released; throws to be retried.
+   */
+  async release(stream: StreamRow): Promise<string | undefined> {
+    const db = this.#db();
+    const piId = piOfClaims(stream.claims);
+    if (!piId) return undefined;
+    const holder = stream.funding_source ? fundingSources.holder(db, stream.funding_source) : undefined;
+    if (!holder || holder.node_id !== stream.node_id || holder.stream !== stream.id) return undefined; // another stream's authorization
+    let pi: Stripe.PaymentIntent;
+    try {
+      pi = await this.#stripe.paymentIntents.retrieve(piId);
+    } catch (err) {
+      if ((err as { statusCode?: number }).statusCode === 404) return undefined; // unknown to this key: nothing this node holds
+      throw new Error(`cannot read payment intent ${piId}: ${describe(err)}`);
+    }
+    const dest = pi.transfer_data?.destination;
+    const destId = typeof dest === 'string' ? dest : dest?.id;
+    if (pi.livemode !== this.#live || destId !== this.#c.account) {
+      log.info("card authorization not released: it is not for this node's connected account", { stream: stream.id, paymentIntent: piId });
+      return undefined;
+    }
+    if (pi.status !== 'requires_capture' || pi.amount_capturable === 0) {
+      this.#forget(piId);
+      return undefined; // nothing held (final capture, cancel, lapse)
+    }
+    const held = `${pi.amount_capturable} ${pi.currency} minor units`;
+    const key = `node-svc-release-${createHash('sha256').update(`${stream.node_id}\0${stream.id}\0${piId}`).digest('hex').slice(0, 48)}`;
+    try {
+      await this.#stripe.paymentIntents.cancel(piId, { cancellation_reason: 'abandoned' }, { idempotencyKey: key });
+    } catch (err) {
+      if (!definitive(err)) throw new Error(`cancel of payment intent ${piId} failed: ${describe(err)}`);
+      const again = await this.#stripe.paymentIntents.retrieve(piId); // changed meanwhile (captured, lapsed)?
+      if (again.status === 'requires_capture' && again.amount_capturable > 0) throw new Error(`cancel of payment intent ${piId} refused: ${describe(err)}`);
+      this.#forget(piId);
+      return undefined;
+    }
+    this.#forget(piId);
+    return pi.amount_received > 0
+      ? `released the remaining ${held} of payment intent ${piId} (${pi.amount_received} captured)`
+      : `cancelled payment intent ${piId}: nothing captured, ${held} released`;
+  }
+
+  #forget(piId: string): void {
+    this.#funded.delete(piId);
+    this.#deadlines.delete(piId);
+    this.#warnedDeadline.delete(piId);
+  }
+
+  /**
+   * Authorizations of open streams near their capture deadline: warn once ahead of it; within the margin stop new
+   * vouchers (unfunded), leave what is billed to the engine's final capture, then release the rest.
+   */
+  async #deadlineWatch(): Promise<void> {
+    const db = this.#db();
+    const now = this.#now();
+    const warnMs = this.#c.deadlineWarnMs ?? 86_400_000;
+    for (const [piId, deadline] of [...this.#deadlines]) {
+      if (now < deadline - warnMs) continue;
+      const holder = fundingSources.holder(db, `card:${piId}`);
+      const row = holder && streams.get(db, holder.node_id, holder.stream);
+      if (!row || row.status !== 'open' || row.funding_released_at !== null) {
+        this.#forget(piId); // closed streams are released by the engine
+        continue;
+      }
+      const f = { node: row.node_id, stream: row.id, paymentIntent: piId, deadline: iso(deadline) };
+      if (!this.#warnedDeadline.has(piId)) {
+        this.#warnedDeadline.add(piId);
+        log.warn('card authorization nears its capture deadline: it is captured or released before then', { ...f, minutesLeft: Math.max(0, Math.floor((deadline - now) / 60_000)) });
+      }
+      if (!this.#nearDeadline(deadline)) continue;
+      const reason = `the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`;
+      const waiting = db.transaction(() => {
+        const r = streams.get(db, row.node_id, row.id)!;
+        // Inside the write lock: no voucher can slip in between this reading and the stream being closed to vouchers.
+        if (r.funding_status !== 'unfunded' || r.funding_reason !== reason)
+          streams.setFunding(db, r.node_id, r.id, { status: 'unfunded', reason, limitMicro: r.funding_limit_micro, now });
+        return this.settleable(r) > settlements.frontier(db, r.node_id, r.id) || settlements.inFlight(db, r.node_id, r.id);
+      }).immediate();
+      if (waiting) continue; // the engine captures it as final (closeRequested); released on a later tick
+      try {
+        const note = await this.release(row);
+        streams.released(db, row.node_id, row.id, this.#now());
+        log.warn('card authorization released at its capture deadline margin', { ...f, ...(note ? { note } : {}) });
+      } catch (err) {
+        log.warn('card authorization release failed; will retry', { ...f, error: (err as Error).message });
+      }
+    }
+  }
+
   /** Only whole minor units are captured: the billed truth floored to the currency's minor unit. */
   settleable(stream: StreamRow): bigint {
     const currency = currencyOfAsset(stream.asset);
@@ -278,6 +467,7 @@ export class CardRail implements Rail {
   }
 
   #capture(pi: string, d: CaptureDetail) {
+    this.#funded.delete(pi); // a final capture ends the authorization: the next funding read is fresh
     const amount = BigInt(d.captureMinor);
     if (amount > BigInt(Number.MAX_SAFE_INTEGER)) throw new Error('capture amount out of range');
     return this.#stripe.paymentIntents.capture(pi, { amount_to_capture: Number(amount), final_capture: d.final }, { idempotencyKey: d.idempotencyKey });
@@ -327,6 +517,7 @@ export class CardRail implements Rail {
   }
 
   async poll(): Promise<void> {
+    await this.#deadlineWatch();
     const db = this.#db();
     const now = this.#now();
     const full = now - this.#lastScan >= (this.#c.refundScanMs ?? 30_000);
@@ -386,7 +577,10 @@ export class CardRail implements Rail {
       }
       const obj = (event.data?.object ?? {}) as { id?: unknown; object?: unknown; payment_intent?: unknown };
       const pi = obj.object === 'payment_intent' ? obj.id : obj.payment_intent;
-      if (typeof pi === 'string' && PI_RE.test(pi)) this.#dirty.add(pi);
+      if (typeof pi === 'string' && PI_RE.test(pi)) {
+        this.#dirty.add(pi);
+        this.#funded.delete(pi);
+      }
       else if (/refund|charge/.test(event.type)) this.#lastScan = 0; // refund news without a PaymentIntent: scan all
       log.debug('processor webhook', { event: event.id, type: event.type });
       this.#wake?.();

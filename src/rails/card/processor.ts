@@ -20,6 +20,7 @@ export interface LocalAccount { id: string; object: 'account'; livemode: boolean
 interface PI {
   id: string; livemode: boolean; amount: number; amount_capturable: number; amount_received: number; currency: string;
   status: string; created: number; capture_method: string; multicapture: boolean; destination: string; charge: string; metadata: Obj;
+  canceled_at: number | null; cancellation_reason: string | null;
 }
 interface Charge {
   id: string; livemode: boolean; amount: number; amount_captured: number; amount_refunded: number; currency: string; created: number;
@@ -70,6 +71,8 @@ export interface LocalProcessor {
   readonly requests: Array<{ method: string; path: string; idempotencyKey?: string }>;
   /** Fail the next `n` requests whose path matches with a 500 after doing nothing, or drop the answer after doing the work. */
   failNext(match: RegExp, how: 'error' | 'lose-answer', n?: number): void;
+  /** Drop every fault not yet used. */
+  clearFaults(): void;
   close(): Promise<void>;
 }
 
@@ -145,7 +148,7 @@ export async function startLocalProcessor(opts: { port?: number } = {}): Promise
   });
   const piObj = (p: PI, expand: string[] = []): Obj => ({
     id: p.id, object: 'payment_intent', amount: p.amount, amount_capturable: p.amount_capturable, amount_received: p.amount_received,
-    application: null, application_fee_amount: null, canceled_at: null, cancellation_reason: null, capture_method: p.capture_method,
+    application: null, application_fee_amount: null, canceled_at: p.canceled_at, cancellation_reason: p.cancellation_reason, capture_method: p.capture_method,
     client_secret: `${p.id}_secret_local`, confirmation_method: 'automatic', created: p.created, currency: p.currency, customer: null,
     description: null, last_payment_error: null,
     latest_charge: expand.includes('latest_charge') ? chargeObj(charges.get(p.charge)!, expand.filter((e) => e.startsWith('latest_charge.')).map((e) => e.slice(14))) : p.charge,
@@ -205,6 +208,26 @@ export async function startLocalProcessor(opts: { port?: number } = {}): Promise
     }
   }
 
+  // Cancel (POST /v1/payment_intents/:id/cancel): allowed in these statuses only. On a `requires_capture` intent the
+  // remaining amount_capturable is released (the processor's API reference: "automatically refunded"). An intent with
+  // nothing captured ends `canceled`; a multicapture intent already partly captured keeps its captures and ends
+  // `succeeded` with nothing left to capture (its charge stays captured for what was captured).
+  const CANCELABLE = ['requires_payment_method', 'requires_capture', 'requires_confirmation', 'requires_action', 'processing'];
+  const CANCELLATION_REASONS = ['duplicate', 'fraudulent', 'requested_by_customer', 'abandoned'];
+  function cancel(p: PI, reason: string | undefined): void {
+    if (reason !== undefined && !CANCELLATION_REASONS.includes(reason))
+      throw new ApiError(400, 'invalid_request_error', `Invalid cancellation_reason: must be one of ${CANCELLATION_REASONS.join(', ')}`, 'parameter_invalid_string', 'cancellation_reason');
+    if (!CANCELABLE.includes(p.status))
+      throw new ApiError(400, 'invalid_request_error', `You cannot cancel this PaymentIntent because it has a status of ${p.status}. Only a PaymentIntent with one of the following statuses may be canceled: ${CANCELABLE.join(', ')}.`, 'payment_intent_unexpected_state');
+    p.amount_capturable = 0;
+    if (p.amount_received > 0) p.status = 'succeeded';
+    else {
+      p.status = 'canceled';
+      p.canceled_at = now();
+      p.cancellation_reason = reason ?? null;
+    }
+  }
+
   function createRefund(p: PI, amount: number | undefined, status: string): Refund {
     const c = charges.get(p.charge)!;
     const refundable = c.amount_captured - c.amount_refunded;
@@ -248,6 +271,10 @@ export async function startLocalProcessor(opts: { port?: number } = {}): Promise
       if (method === 'POST' && seg[3] === 'capture' && seg.length === 4) {
         const amt = params.amount_to_capture === undefined ? undefined : int(params.amount_to_capture, 'amount_to_capture');
         capture(p, amt, bool(params.final_capture, 'final_capture', true));
+        return ok(piObj(p, expand));
+      }
+      if (method === 'POST' && seg[3] === 'cancel' && seg.length === 4) {
+        cancel(p, typeof params.cancellation_reason === 'string' ? params.cancellation_reason : undefined);
         return ok(piObj(p, expand));
       }
     }
@@ -378,7 +405,7 @@ export async function startLocalProcessor(opts: { port?: number } = {}): Promise
       const p: PI = {
         id: rid('pi'), livemode: !!o.livemode, amount: o.amount, amount_capturable: o.amount, amount_received: 0, currency: o.currency ?? 'usd',
         status: 'requires_capture', created, capture_method: o.captureMethod ?? 'manual', multicapture: o.multicapture ?? true,
-        destination: o.destination, charge: rid('ch'), metadata: {},
+        destination: o.destination, charge: rid('ch'), metadata: {}, canceled_at: null, cancellation_reason: null,
       };
       const c: Charge = {
         id: p.charge, livemode: p.livemode, amount: o.amount, amount_captured: 0, amount_refunded: 0, currency: p.currency, created,
@@ -428,6 +455,9 @@ export async function startLocalProcessor(opts: { port?: number } = {}): Promise
     },
     failNext(match, how, n = 1) {
       faults.push({ match, how, n });
+    },
+    clearFaults() {
+      faults.length = 0;
     },
     close: () => new Promise<void>((resolve) => {
       server.close(() => resolve());
