@@ -249,3 +249,9 @@ export function trustedKeys(store: Store): TrustedKey[] {
 }
 
 export const keysGeneration = (store: Store) => issuerKeys.generation(store.db);
+
+/** Who a bearer token speaks for (GET /v1/node): the node, and when a token in its grace period stops working. */
+export function tokenStanding(store: Store, nodeId: string, token: string) {
+  const until = tokens.graceUntil(store.db, hashToken(token));
+  return { node: nodeId, tokenGraceUntil: until === undefined ? null : iso(until) };
+}

@@ -1,6 +1,7 @@
 import type { Store } from '../store/db.js';
 import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
+import type { HealthSources } from './health.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -31,4 +32,6 @@ export interface Deps {
   webhookPolicy?: TargetPolicy;
   /** Wakes the delivery worker (redeliver). */
   wakeDelivery?: () => void;
+  /** What the health verdict reads beyond the store (the rail, the key refresh). */
+  health?: HealthSources;
 }

@@ -1,15 +1,17 @@
 import { join } from 'node:path';
 import { EXIT, NodeSvcError, usageError } from '../../domain/errors.js';
 import { parseDuration } from '../../domain/duration.js';
-import { parseMicro } from '../../domain/amount.js';
-import { loadState } from '../../dev/state.js';
+import { mkdirSync } from 'node:fs';
+import { formatMicro, parseMicro } from '../../domain/amount.js';
+import { loadState, newState, publicJwk, saveState } from '../../dev/state.js';
+import { checkNodeId } from '../../service/admin.js';
 import { mintControl, mintCredential, mintVoucher } from '../../dev/mint.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 import { clientFor } from './remote.js';
 
-/** The sandbox's data dir: NODE_SVC_DATA_DIR, else --data-dir, else ./data/sandbox (never the default store). */
+/** The sandbox's data dir: --data-dir, else NODE_SVC_DATA_DIR, else ./data/sandbox (never the default store). */
 export const sandboxDir = (g: GlobalOptions, mode: 'escrow' | 'card' = 'escrow') =>
-  process.env.NODE_SVC_DATA_DIR || g.dataDir || join('data', mode === 'card' ? 'sandbox-card' : 'sandbox');
+  g.dataDir || process.env.NODE_SVC_DATA_DIR || join('data', mode === 'card' ? 'sandbox-card' : 'sandbox');
 
 export async function dev(g: GlobalOptions, o: { port: string; pace: string; quiet?: boolean; mode: string }): Promise<CommandResult> {
   if (o.mode !== 'escrow' && o.mode !== 'card') throw usageError(`--mode must be escrow or card, got "${o.mode}"`);
@@ -50,30 +52,62 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
 
 function state(g: GlobalOptions) {
   const st = loadState(sandboxDir(g));
-  if (!st) throw new NodeSvcError('config', `no sandbox in ${sandboxDir(g)}`, { hint: 'run `node-svc dev` (or `npm start`) once first' });
+  if (!st) throw new NodeSvcError('config', `no sandbox keys in ${sandboxDir(g)}`, { hint: 'run `node-svc dev jwks` (creates the dev issuer and payer keys) or `node-svc dev` once first' });
   return st;
 }
 
+/** `dev jwks`: the dev issuer's public keys, to trust on your own node; creates the sandbox keys on first use. */
+export async function jwks(g: GlobalOptions): Promise<CommandResult> {
+  const dir = sandboxDir(g);
+  let st = loadState(dir);
+  if (!st) {
+    mkdirSync(dir, { recursive: true, mode: 0o700 });
+    saveState(dir, (st = newState()));
+  }
+  const doc = { keys: [{ ...publicJwk(st.issuer.privateJwk), kid: st.issuer.kid, alg: 'EdDSA', use: 'sig' }] };
+  // The JWKS itself on every output (it is meant for a file); the issuer to pass to keys add goes to stderr on a terminal.
+  if (process.stdout.isTTY) process.stderr.write(`trust it: node-svc dev jwks > dev-jwks.json && node-svc keys add --issuer ${st.issuer.iss} dev-jwks.json\n`);
+  return { data: doc, human: JSON.stringify(doc, null, 2), plainWhenPiped: true };
+}
+
 /** `dev credential`: mint a credential as the sandbox issuer (JWS vouchers, signed by the sandbox payer). */
-export async function credential(g: GlobalOptions, o: { stream: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }): Promise<CommandResult> {
+export async function credential(g: GlobalOptions, o: { stream: string; node?: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }): Promise<CommandResult> {
   const cap = parseMicro(o.cap);
   const unit = parseMicro(o.unitPrice);
   const ttl = parseDuration(o.ttl);
   if (!cap || !unit) throw usageError('--cap and --unit-price must be positive whole micro units');
   if (!ttl) throw usageError(`--ttl "${o.ttl}" is not a duration`);
   const rate = o.rate === undefined ? undefined : parseMicro(o.rate);
-  const jws = mintCredential(state(g), { stream: o.stream, capMicro: cap, unitPriceMicro: unit, ttlSeconds: Math.floor(ttl / 1000), ...(o.budget ? { budget: o.budget } : {}), ...(rate ? { rateMicroPerSecond: rate } : {}) });
-  return { data: { credential: jws }, human: jws };
+  const st = state(g);
+  if (o.node !== undefined) checkNodeId(o.node);
+  const jws = mintCredential(o.node ? { ...st, node: o.node } : st, { stream: o.stream, capMicro: cap, unitPriceMicro: unit, ttlSeconds: Math.floor(ttl / 1000), ...(o.budget ? { budget: o.budget } : {}), ...(rate ? { rateMicroPerSecond: rate } : {}) });
+  // Bare when piped too (JWS=$(node-svc dev credential …), … | node-svc verify -); --json gives the object.
+  return { data: { credential: jws }, human: jws, plainWhenPiped: true };
 }
 
-export async function voucher(g: GlobalOptions, o: { stream: string; amount: string; units: string; send?: boolean }): Promise<CommandResult> {
+export async function voucher(g: GlobalOptions, o: { stream: string; amount: string; units: string; send?: boolean; credential?: string }): Promise<CommandResult> {
   const amount = parseMicro(o.amount);
   const units = parseMicro(o.units);
   if (!amount || units === undefined) throw usageError('--amount (micro units, > 0) and --units are required');
+  if (o.credential !== undefined && !o.send) throw usageError('--credential goes with --send (it registers the stream with the daemon)');
   const v = mintVoucher(state(g), o.stream, amount, units);
-  if (!o.send) return { data: { voucher: v }, human: v };
-  const r = await clientFor(g).submitVoucher(o.stream, v);
-  return { data: r, human: `voucher for ${o.stream}: ${r.accepted ? `accepted, billed ${r.billedMicro}` : `not accepted (${r.reason})`}` };
+  if (!o.send) return { data: { voucher: v }, human: v, plainWhenPiped: true };
+  const cred = o.credential === '-' ? (await readStdin()).trim() : o.credential?.trim();
+  if (cred === '') throw usageError('--credential is empty');
+  const client = clientFor(g);
+  const r = await client.submitVoucher(o.stream, v, cred);
+  let asset: string | undefined;
+  try {
+    asset = String((await client.headroom(o.stream)).asset); // for the human line only
+  } catch { /* the amount still prints */ }
+  const billed = formatMicro(String(r.billedMicro), asset);
+  return { data: r, human: `voucher for ${o.stream}: ${r.accepted ? `accepted, billed ${billed}` : `not accepted (${r.reason}; billed stays ${billed})`}` };
+}
+
+async function readStdin(): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const c of process.stdin) chunks.push(c as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
 }
 
 export async function control(g: GlobalOptions, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }): Promise<CommandResult> {

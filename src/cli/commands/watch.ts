@@ -5,7 +5,7 @@ import { usageError } from '../../domain/errors.js';
 import { createClient } from '../../sdk/client.js';
 import { bar, describeFailure, fetchSnapshot, type Snapshot } from '../../tui/snapshot.js';
 import { jsonMode, table, type CommandResult, type GlobalOptions } from '../output.js';
-import { clientFor } from './remote.js';
+import { clientFor, daemonUrl } from './remote.js';
 
 export interface WatchOptions {
   /** Seconds between refreshes (decimal allowed; default 1). */
@@ -25,8 +25,8 @@ export function parseInterval(v: string | undefined): number {
 
 export async function watch(g: GlobalOptions, o: WatchOptions = {}): Promise<CommandResult> {
   const intervalMs = parseInterval(o.interval);
-  clientFor(g); // the same usage error as every client command when there is no token
-  const url = g.url ?? 'http://127.0.0.1:8787';
+  clientFor(g); // the same usage errors as every client command (no token, a malformed --url)
+  const url = daemonUrl(g);
   // A refresh should not hang for the client's default 15 s when the daemon stalls: it shows as an error and retries.
   const client = createClient({ url, token: g.token!, timeout: Math.max(3000, intervalMs * 3) });
 

@@ -9,7 +9,7 @@ import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
 import type { SettlementRow } from '../../store/settlements.js';
 import type { StreamRow } from '../../store/streams.js';
-import type { Rail, RailEnv, SettlementState } from '../rail.js';
+import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
 import { ESCROW_ABI, TOKEN_ABI } from './artifacts.js';
 
 /** Chain ids of local development chains (ganache 1337, hardhat 31337): the only ones a sandbox rail accepts. */
@@ -63,6 +63,18 @@ export class EscrowRail implements Rail {
     if (this.env === 'production' && local) throw configError(`a production rail refuses local development chain id ${chainId}`, 'use --rail sandbox for a dev chain');
     const code = await this.#client.getCode({ address: this.#c.contract });
     if (!code || code === '0x') throw configError(`no contract at ${this.#c.contract} on chain ${chainId}`, 'check --contract');
+  }
+
+  async probe(): Promise<RailProbe> {
+    const network = `chain ${this.#c.chainId}`;
+    try {
+      const [chainId, balance] = await Promise.all([this.#client.getChainId(), this.#client.getBalance({ address: this.#account.address })]);
+      const wallet = { address: this.#account.address, balanceWei: balance.toString() };
+      if (chainId !== this.#c.chainId) return { network, reachable: true, error: `the RPC now serves chain id ${chainId}`, wallet };
+      return { network, reachable: true, wallet };
+    } catch (err) {
+      return { network, reachable: false, error: `chain RPC unreachable (${(err as Error).name})` };
+    }
   }
 
   accepts(stream: StreamRow): boolean {
