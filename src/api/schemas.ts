@@ -95,6 +95,7 @@ export const FinalityView = z
     frontier: z.object({ amountMicro: Micro, finality: Finality, reference: z.string().nullable(), checkpointedAt: Time.nullable(), finalAt: Time.nullable() }),
     billedTruth: z.object({ amountMicro: Micro, units: Micro, signedAt: Time.nullable(), voucher: z.string().nullable().openapi({ description: 'The last signed voucher' }) }),
     unsettledMicro: Micro,
+    reason: z.string().nullable().openapi({ description: 'Why the billed truth is not final yet (e.g. "no escrow channel in the credential"); null when all of it is final' }),
     asOf: Time,
   })
   .openapi('Finality');

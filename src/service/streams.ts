@@ -6,6 +6,7 @@ import { invalidRequest, notFound, refused } from '../domain/errors.js';
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
+import { finalityReason } from './finality-reason.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
@@ -165,6 +166,7 @@ export function finalityOf(d: Deps, row: StreamRow) {
       voucher: row.billed_voucher,
     },
     unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(),
+    reason: finalityReason(d, row),
     asOf: iso(d.now()),
   };
 }

@@ -48,6 +48,7 @@ export async function finality(g: GlobalOptions, id: string): Promise<CommandRes
     `  checkpointed         ${money(f.checkpointedMicro, f.asset)}${f.frontier.reference ? `  ref ${f.frontier.reference}` : ''}`,
     `  billed truth         ${money(f.billedTruth.amountMicro, f.asset)} (${f.billedTruth.units} units)`,
     `  unsettled            ${money(f.unsettledMicro, f.asset)}`,
+    ...(f.reason ? [`  why not final        ${f.reason}`] : []),
   ].join('\n');
   return { data: f, human };
 }
