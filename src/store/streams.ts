@@ -56,7 +56,7 @@ const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE
 const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`;
 /** Not open: what `standing` calls revoked, exhausted, budget halted or released, or expired (bound: now in ms). */
-const CLOSED = "(s.status != 'open' OR r.stream IS NOT NULL OR b.status IN ('halted', 'released') OR s.exp * 1000 <= @now)";
+const CLOSED = "(s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status IN ('halted', 'released'), 0) OR s.exp * 1000 <= @now)"; // COALESCE: NOT NULL is not true
 const FILTER = { all: '', open: `AND NOT ${CLOSED}`, closed: `AND ${CLOSED}` } as const;
 const listSql = (status: keyof typeof FILTER, sort: 'id' | 'activity') =>
   `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE.replace('?', '@windowStart')} ${JOINS} WHERE s.node_id = @node ${FILTER[status]} ` +

@@ -4,7 +4,7 @@ import React, { useCallback, useEffect, useRef, useState } from 'react';
 import { Box, render, Text, useApp, useInput, useStdout } from 'ink';
 import { formatMicro } from '../domain/amount.js';
 import type { Client } from '../sdk/client.js';
-import { bar, describeFailure, fetchDetail, fetchSnapshot, STREAM_PAGE, type Snapshot, type Stage, type StreamDetail, type StreamRow, type WebhookRow } from './snapshot.js';
+import { bar, describeFailure, fetchDetail, fetchSnapshot, isFailing, STREAM_PAGE, totals, type Snapshot, type Stage, type StreamDetail, type StreamRow, type WebhookRow } from './snapshot.js';
 
 const h = React.createElement;
 type Json = Record<string, any>;
@@ -67,8 +67,20 @@ function StreamLine({ row, c, selected, barWidth }: { row: StreamRow; c: Columns
   );
 }
 
-export function StreamTable({ streams, selected, maxRows, more, barWidth = 16 }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean; barWidth?: number }): React.ReactElement {
-  if (!streams.length) return h(Text, { dimColor: true }, 'no streams yet: they appear when a credential aimed at this node is verified by the daemon');
+/** One line per asset: what the streams shown add up to (billed, unsettled, checkpointed, final). */
+export function TotalsLine({ streams }: { streams: StreamRow[] }): React.ReactElement | null {
+  const t = totals(streams);
+  if (!t.length) return null;
+  return h(
+    Text,
+    { wrap: 'truncate-end' },
+    h(Text, { bold: true }, '  TOTAL  '),
+    t.map((x) => `${x.asset}: billed ${formatMicro(x.billedMicro)}  unsettled ${formatMicro(x.unsettledMicro)}  checkpointed ${formatMicro(x.checkpointedMicro)}  final ${formatMicro(x.finalMicro)}`).join('   '),
+  );
+}
+
+export function StreamTable({ streams, selected, maxRows, more, barWidth = 16, empty }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean; barWidth?: number; empty?: string }): React.ReactElement {
+  if (!streams.length) return h(Text, { dimColor: true }, empty ?? 'no streams yet: they appear when a credential aimed at this node is verified by the daemon');
   const c = columnsFor(streams);
   const rows = Math.max(1, maxRows);
   // Keep the selection in view: a window of `rows` streams around it.
@@ -84,13 +96,16 @@ export function StreamTable({ streams, selected, maxRows, more, barWidth = 16 }:
     above > 0 ? h(Text, { dimColor: true }, `  … ${above} above`) : null,
     ...shown.map((row, i) => h(StreamLine, { key: row.stream, row, c, selected: start + i === selected, barWidth })),
     below > 0 ? h(Text, { dimColor: true }, `  … ${below} below`) : null,
-    more ? h(Text, { dimColor: true }, `  (the first ${STREAM_PAGE} streams; \`node-svc streams list --all\` lists every one)`) : null,
+    h(TotalsLine, { streams }),
+    more ? h(Text, { dimColor: true }, `  (the ${STREAM_PAGE} most recently active; \`node-svc streams list --all\` lists every one)`) : null,
   );
 }
 
 function WebhookLine({ w }: { w: WebhookRow }): React.ReactElement {
   const hl = w.health;
-  const status = w.status === 'active' ? h(Text, { color: 'green' }, 'active') : h(Text, { color: 'red' }, `${w.status}${w.disabledReason ? ` (${w.disabledReason})` : ''}`);
+  const status = isFailing(w)
+    ? h(Text, { color: 'yellow' }, `failing since ${w.failingSince}`)
+    : w.status === 'active' ? h(Text, { color: 'green' }, 'active') : h(Text, { color: 'red' }, `${w.status}${w.disabledReason ? ` (${w.disabledReason})` : ''}`);
   return h(
     Box,
     { flexDirection: 'column' },
@@ -206,13 +221,37 @@ export interface ViewProps {
   /** Terminal size, to fit the stream table and the bar. */
   rows: number;
   columns: number;
+  /** `/`: only streams whose id contains this; `filtering` while it is being typed. */
+  filter?: string;
+  filtering?: boolean;
+  /** `c`: closed streams shown too (hidden by default). */
+  showClosed?: boolean;
+  /** `?`: the keys. */
+  help?: boolean;
+}
+
+export const KEYS: Array<[string, string]> = [
+  ['↑/↓ j/k', 'select'], ['PgUp/PgDn', 'ten at a time'], ['Home/End', 'first / last'], ['enter', 'details of the stream'],
+  ['/', 'filter by stream id (enter keeps it, esc clears it)'], ['c', 'show or hide closed streams (hidden at start)'], ['?', 'this help'], ['q', 'quit'],
+];
+
+export function HelpPanel(): React.ReactElement {
+  return h(
+    Box,
+    { flexDirection: 'column', marginTop: 1, borderStyle: 'round', paddingX: 1 },
+    h(Text, { bold: true }, 'keys'),
+    ...KEYS.map(([k, what]) => h(Text, { key: k, wrap: 'truncate-end' }, h(Text, { bold: true }, k.padEnd(12)), what)),
+    h(Text, { dimColor: true, wrap: 'truncate-end' }, 'order: critical and halted first, then most recent activity'),
+  );
 }
 
 export function WatchView(p: ViewProps): React.ReactElement {
-  const streams = p.snapshot?.streams ?? [];
+  const all = p.snapshot?.streams ?? [];
+  const streams = p.filter ? all.filter((r) => r.stream.includes(p.filter!)) : all;
   // Fit the terminal: header, table head and footer; the detail; the webhook panel (one summary line when the detail
   // needs its room); then as many stream rows as are left (at least 3), with two lines for "… N above/below".
-  const fixed = 6 + (p.error ? 1 : 0);
+  // (+1 for the totals line, +1 for the filter line, + the help box when open)
+  const fixed = 7 + (p.error ? 1 : 0) + (p.filter || p.filtering ? 1 : 0) + (p.help ? KEYS.length + 4 : 0);
   const detailLines = p.detailOpen ? DETAIL_LINES : 0;
   const hooks = p.snapshot?.webhooks ?? [];
   const hooksLines = 2 + Math.max(1, hooks.length * 2);
@@ -221,13 +260,15 @@ export function WatchView(p: ViewProps): React.ReactElement {
   return h(
     Box,
     { flexDirection: 'column' },
-    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${p.url}  ${streams.length} stream${streams.length === 1 ? '' : 's'}`)),
+    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${p.url}  ${streams.length}${streams.length !== all.length ? ` of ${all.length}` : ''} ${p.showClosed ? '' : 'open '}stream${streams.length === 1 ? '' : 's'}${p.showClosed ? ' (closed shown)' : ''}`)),
     p.error ? h(Text, { color: 'red', wrap: 'truncate-end' }, `✗ ${p.error} — retrying every ${seconds(p.intervalMs)}`) : null,
+    p.filter || p.filtering ? h(Text, { wrap: 'truncate-end' }, h(Text, { color: 'cyan' }, '/'), p.filter ?? '', p.filtering ? h(Text, { dimColor: true }, '▏ enter keeps, esc clears') : '') : null,
+    p.help ? h(HelpPanel) : null,
     p.snapshot
       ? h(
           Box,
           { flexDirection: 'column', marginTop: 1 },
-          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns) }),
+          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns), ...(p.filter && all.length ? { empty: `no stream id contains "${p.filter}"` } : !p.showClosed ? { empty: 'no open streams (c shows closed ones)' } : {}) }),
           p.detailOpen ? h(DetailPanel, { row: streams[p.selected], detail: p.detail, error: p.detailError }) : null,
           collapseHooks ? h(WebhookSummary, { webhooks: hooks }) : h(WebhookPanel, { webhooks: hooks }),
         )
@@ -238,7 +279,7 @@ export function WatchView(p: ViewProps): React.ReactElement {
       h(
         Text,
         { dimColor: true, wrap: 'truncate-end' },
-        `↑/↓ select  enter ${p.detailOpen ? 'close details' : 'details'}  q quit    `,
+        `↑/↓ select  enter ${p.detailOpen ? 'close' : 'details'}  / filter  c ${p.showClosed ? 'hide' : 'show'} closed  ? keys  q quit   `,
         p.lastRefresh ? `refreshed ${clock(p.lastRefresh)}` : 'not refreshed yet',
         ` · every ${seconds(p.intervalMs)}`,
       ),
@@ -266,9 +307,13 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   const [detailOpen, setDetailOpen] = useState(false);
   const [detail, setDetail] = useState<StreamDetail | null>(null);
   const [detailError, setDetailError] = useState<string | null>(null);
+  const [filter, setFilter] = useState('');
+  const [filtering, setFiltering] = useState(false);
+  const [showClosed, setShowClosed] = useState(false);
+  const [help, setHelp] = useState(false);
 
   // The refresh loop reads the current selection through refs, and `kick` refreshes at once (enter, moves).
-  const want = useRef<{ open: boolean; id: string | null }>({ open: false, id: null });
+  const want = useRef<{ open: boolean; id: string | null; closed: boolean; filter: string }>({ open: false, id: null, closed: false, filter: '' });
   const kickRef = useRef<() => void>(() => {});
 
   useEffect(() => {
@@ -282,13 +327,14 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
       clearTimeout(timer);
       try {
         try {
-          const s = await fetchSnapshot(client);
+          const s = await fetchSnapshot(client, { closed: want.current.closed });
           if (stopped) return;
           setSnapshot(s);
           setError(null);
           setLastRefresh(new Date());
           // Default to the first stream; keep the selection if it still exists.
-          const ids = s.streams.map((r) => r.stream);
+          const f = want.current.filter;
+          const ids = s.streams.map((r) => r.stream).filter((id) => !f || id.includes(f));
           const id = want.current.id !== null && ids.includes(want.current.id) ? want.current.id : (ids[0] ?? null);
           want.current.id = id;
           setSelectedId(id);
@@ -317,7 +363,7 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
     return () => { stopped = true; clearTimeout(timer); };
   }, [client, intervalMs]);
 
-  const streams = snapshot?.streams ?? [];
+  const streams = (snapshot?.streams ?? []).filter((r) => !filter || r.stream.includes(filter));
   const selected = Math.max(0, streams.findIndex((s) => s.stream === selectedId));
 
   // Keys read the latest rows through a ref: a key can arrive after a refresh was drawn but before React re-subscribes
@@ -327,7 +373,8 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
 
   const move = useCallback((by: number) => {
     const { streams: rows, selected: at } = latest.current;
-    const row = rows[Math.min(Math.max(0, at + by), rows.length - 1)];
+    const to = by === -Infinity ? 0 : by === Infinity ? rows.length - 1 : at + by;
+    const row = rows[Math.min(Math.max(0, to), rows.length - 1)];
     if (!row) return;
     want.current.id = row.stream;
     latest.current = { streams: rows, selected: rows.indexOf(row) };
@@ -335,8 +382,33 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
     if (want.current.open) kickRef.current();
   }, []);
 
+  const applyFilter = (f: string) => {
+    want.current.filter = f;
+    setFilter(f);
+    const first = (snapshot?.streams ?? []).find((r) => !f || r.stream.includes(f));
+    if (first && !(want.current.id && want.current.id.includes(f))) { want.current.id = first.stream; setSelectedId(first.stream); }
+  };
+
   useInput((input, key) => {
+    if (filtering) {
+      // Typing a filter: every printable key is part of it.
+      if (key.escape) { setFiltering(false); return applyFilter(''); }
+      if (key.return) return setFiltering(false);
+      if (key.backspace || key.delete) return applyFilter(want.current.filter.slice(0, -1));
+      if (input && !key.ctrl && !key.meta && !key.upArrow && !key.downArrow) return applyFilter(want.current.filter + input);
+      return;
+    }
     if (input === 'q') return exit();
+    if (input === '?') return setHelp((x) => !x);
+    if (input === '/') return setFiltering(true);
+    if (input === 'c') {
+      want.current.closed = !want.current.closed;
+      setShowClosed(want.current.closed);
+      return kickRef.current();
+    }
+    if (key.home) return move(-Infinity);
+    if (key.end) return move(Infinity);
+    if (key.escape && !want.current.open && (want.current.filter || help)) { setHelp(false); return applyFilter(''); }
     if (key.upArrow || input === 'k') return move(-1);
     if (key.downArrow || input === 'j') return move(1);
     if (key.pageUp) return move(-10);
@@ -349,7 +421,7 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
     }
   });
 
-  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24, columns: stdout.columns || 80 });
+  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24, columns: stdout.columns || 80, filter, filtering, showClosed, help });
 }
 
 export interface RunWatchOptions extends WatchProps {
@@ -362,6 +434,23 @@ export interface RunWatchOptions extends WatchProps {
 
 /** Render the live view; resolves when the user quits (q or ctrl-c). */
 export async function runWatch(o: RunWatchOptions): Promise<void> {
+  // The alternate screen (like less, top): the last frame does not stay in the scrollback when the view ends.
+  const out = o.stdout ?? process.stdout;
+  const alt = !o.debug && !!out.isTTY;
+  const leave = () => { if (alt) out.write('\x1b[?1049l'); };
+  if (alt) {
+    out.write('\x1b[?1049h\x1b[H');
+    process.once('exit', leave); // also when ctrl-c ends the process
+  }
+  try {
+    await renderApp(o);
+  } finally {
+    leave();
+    process.removeListener('exit', leave);
+  }
+}
+
+async function renderApp(o: RunWatchOptions): Promise<void> {
   const app = render(h(WatchApp, { client: o.client, url: o.url, intervalMs: o.intervalMs }), {
     ...(o.stdout ? { stdout: o.stdout } : {}),
     ...(o.stdin ? { stdin: o.stdin } : {}),
