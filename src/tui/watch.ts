@@ -260,7 +260,7 @@ export function WatchView(p: ViewProps): React.ReactElement {
   return h(
     Box,
     { flexDirection: 'column' },
-    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${p.url}  ${streams.length}${streams.length !== all.length ? ` of ${all.length}` : ''} ${p.showClosed ? '' : 'open '}stream${streams.length === 1 ? '' : 's'}${p.showClosed ? ' (closed shown)' : ''}`)),
+    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${p.url}  ${streams.length}${streams.length !== all.length ? ` of ${all.length}` : ''} ${p.showClosed ? '' : 'open '}stream${(streams.length !== all.length ? all.length : streams.length) === 1 ? '' : 's'}${p.showClosed ? ' (closed shown)' : ''}`)),
     p.error ? h(Text, { color: 'red', wrap: 'truncate-end' }, `✗ ${p.error} — retrying every ${seconds(p.intervalMs)}`) : null,
     p.filter || p.filtering ? h(Text, { wrap: 'truncate-end' }, h(Text, { color: 'cyan' }, '/'), p.filter ?? '', p.filtering ? h(Text, { dimColor: true }, '▏ enter keeps, esc clears') : '') : null,
     p.help ? h(HelpPanel) : null,
@@ -313,7 +313,8 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   const [help, setHelp] = useState(false);
 
   // The refresh loop reads the current selection through refs, and `kick` refreshes at once (enter, moves).
-  const want = useRef<{ open: boolean; id: string | null; closed: boolean; filter: string }>({ open: false, id: null, closed: false, filter: '' });
+  // Keys read and write these refs, not state: several keys can arrive before React draws (typed fast, pasted).
+  const want = useRef<{ open: boolean; id: string | null; closed: boolean; filter: string; filtering: boolean }>({ open: false, id: null, closed: false, filter: '', filtering: false });
   const kickRef = useRef<() => void>(() => {});
 
   useEffect(() => {
@@ -390,17 +391,18 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   };
 
   useInput((input, key) => {
-    if (filtering) {
+    const typing = (on: boolean) => { want.current.filtering = on; setFiltering(on); };
+    if (want.current.filtering) {
       // Typing a filter: every printable key is part of it.
-      if (key.escape) { setFiltering(false); return applyFilter(''); }
-      if (key.return) return setFiltering(false);
+      if (key.escape) { typing(false); return applyFilter(''); }
+      if (key.return) return typing(false);
       if (key.backspace || key.delete) return applyFilter(want.current.filter.slice(0, -1));
       if (input && !key.ctrl && !key.meta && !key.upArrow && !key.downArrow) return applyFilter(want.current.filter + input);
       return;
     }
     if (input === 'q') return exit();
     if (input === '?') return setHelp((x) => !x);
-    if (input === '/') return setFiltering(true);
+    if (input === '/') return typing(true);
     if (input === 'c') {
       want.current.closed = !want.current.closed;
       setShowClosed(want.current.closed);
@@ -454,7 +456,8 @@ async function renderApp(o: RunWatchOptions): Promise<void> {
   const app = render(h(WatchApp, { client: o.client, url: o.url, intervalMs: o.intervalMs }), {
     ...(o.stdout ? { stdout: o.stdout } : {}),
     ...(o.stdin ? { stdin: o.stdin } : {}),
-    ...(o.debug ? { debug: true, patchConsole: false } : {}),
+    ...(o.debug ? { debug: true } : {}),
+    ...(o.debug || o.stdout ? { patchConsole: false } : {}), // a fake terminal (tests): leave the real console alone
     exitOnCtrlC: true,
   });
   await app.waitUntilExit();

@@ -137,6 +137,11 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
       stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug: true,
     });
 
+    // Closed streams (the exhausted one) are hidden at start; `c` shows them.
+    const open = await term.waitFor((s) => [ID.normal, ID.low, ID.critical].every((id) => s.includes(id)) && s.includes(failingId), 'the open streams');
+    expect(open).not.toContain(ID.halted);
+    expect(open).toMatch(/c show closed/);
+    term.press('c');
     const text = await term.waitFor((s) => Object.values(ID).every((id) => s.includes(id)) && s.includes(failingId) && s.includes(healthyId), 'all streams and subscriptions');
     for (const [stage, id] of Object.entries(ID) as [keyof typeof ID, string][]) {
       expect(lineOf(text, id), id).toContain(` ${stage} `);
@@ -198,7 +203,7 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
       stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug: true,
     });
     const down = await term.waitFor((s) => s.includes('cannot reach the daemon'), 'the error');
-    expect(down).toMatch(/✗ cannot reach the daemon at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\) — retrying every 0\.15s/);
+    expect(down).toMatch(/✗ cannot reach the daemon at http:\/\/127\.0\.0\.1:\d+ \(connection refused: nothing is listening there\) — retrying every 0\.15s/);
     expect(down).toContain('no data yet');
     await sleep(400); // a few failing ticks later it is still running
     expect(term.text).toContain('cannot reach the daemon');
@@ -221,6 +226,84 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
       for (const s of sockets) s.destroy();
       await new Promise((r) => proxy.close(r));
     }
+  });
+});
+
+describe('watch TUI: attention order, filter, totals, keys, alternate screen', () => {
+  const start = (term: FakeTerminal, debug = true) =>
+    tui.runWatch({
+      client: createClient({ url: daemon.url, token }), url: daemon.url, intervalMs: 200,
+      stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug,
+    });
+  const order = (s: string) => s.split('\n').map((l) => Object.values(ID).find((id) => l.includes(id))).filter(Boolean);
+
+  it('critical and halted first, then most recent activity; totals per asset; a failing subscription is not green', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    term.press('c');
+    const text = await term.waitFor((s) => Object.values(ID).every((id) => s.includes(id)) && s.includes('TOTAL'), 'all streams');
+    const o = order(text);
+    // critical and halted (attention) above low and normal; within each group newest activity first (low was billed after normal)
+    expect(o.slice(0, 2).sort()).toEqual([ID.critical, ID.halted].sort());
+    expect(o.slice(2)).toEqual([ID.low, ID.normal]);
+    // 0.1 + 0.85 + 0.96 + 1.0 billed; nothing settled yet
+    expect(lineOf(text, 'TOTAL')).toMatch(/USDC: billed 2\.910000\s+unsettled 2\.910000\s+checkpointed 0\.000000\s+final 0\.000000/);
+    expect(lineOf(text, failingId)).toMatch(/failing since \d{4}-/);
+    expect(lineOf(text, healthyId)).toMatch(/active/);
+    term.press('q');
+    await done;
+  });
+
+  it('/ filters by id (esc clears), ? shows the keys, End/Home jump', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    await term.waitFor((s) => s.includes(ID.critical), 'streams');
+    term.press('/');
+    for (const ch of ID.low) term.press(ch);
+    const filtered = await term.waitFor((s) => !s.includes(ID.normal) && s.includes(ID.low), 'filtered');
+    expect(filtered).not.toContain(ID.critical);
+    expect(filtered).toMatch(/1 of 3 open streams/);
+    term.press(KEY.enter);
+    term.press('\x1b');
+    await term.waitFor((s) => s.includes(ID.normal) && s.includes(ID.critical), 'filter cleared');
+    term.press('?');
+    const help = await term.waitFor((s) => s.includes('filter by stream id'), 'help');
+    expect(help).toMatch(/Home\/End\s+first \/ last/);
+    term.press('?');
+    await term.waitFor((s) => !s.includes('filter by stream id'), 'help closed');
+    const selected = (s: string) => Object.values(ID).find((id) => lineOf(s, id).trimStart().startsWith('›'));
+    term.press('\x1b[F'); // End
+    await term.waitFor((s) => selected(s) === ID.normal, 'last row selected');
+    term.press('\x1b[H'); // Home
+    await term.waitFor((s) => selected(s) === ID.critical, 'first row selected');
+    term.press('q');
+    await done;
+  });
+
+  it('keeps the header and the keys line on an 80x24 terminal', async () => {
+    const term = new FakeTerminal(80, 24);
+    const done = start(term);
+    const text = await term.waitFor((s) => s.includes(ID.critical) && s.includes('q quit'), 'frame');
+    const lines = text.replace(/\n+$/, '').split('\n');
+    expect(lines[0]).toMatch(/^node-svc watch/);
+    expect(lines.length).toBeLessThanOrEqual(24);
+    term.press('q');
+    await done;
+  });
+
+  it('uses the alternate screen on a terminal, and leaves it on quit', async () => {
+    const term = new FakeTerminal();
+    const done = start(term, false);
+    // Without debug, ink writes diffs: look through everything written so far.
+    for (let i = 0; !term.frames.join('').includes(ID.critical); i++) {
+      if (i > 300) throw new Error('no frame with the streams');
+      await sleep(50);
+    }
+    term.press('q');
+    await done;
+    const all = term.frames.join('');
+    expect(all.startsWith('\x1b[?1049h')).toBe(true);
+    expect(all.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(all.lastIndexOf(ID.critical));
   });
 });
 
