@@ -4,10 +4,12 @@
 // Usage: node bench/run.mjs [name …]   (e.g. `node bench/run.mjs verify http`; default: all)
 import { spawn } from 'node:child_process';
 import { existsSync, readdirSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
 const here = dirname(fileURLToPath(import.meta.url));
+// BENCH_DIR: run the scripts of another directory (the runner's own test uses it); default bench/.
+const benchDir = process.env.BENCH_DIR ? resolve(process.env.BENCH_DIR) : here;
 const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? 1800) * 1000; // one stuck script must not hold the machine
 
 if (!existsSync(join(here, '..', 'dist', 'cli', 'main.js'))) {
@@ -15,7 +17,7 @@ if (!existsSync(join(here, '..', 'dist', 'cli', 'main.js'))) {
   process.exit(2);
 }
 
-const all = readdirSync(here).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs' && !f.startsWith('_')).sort();
+const all = readdirSync(benchDir).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs' && !f.startsWith('_')).sort();
 const wanted = process.argv.slice(2);
 const unknown = wanted.filter((w) => !all.includes(w.endsWith('.mjs') ? w : `${w}.mjs`));
 if (unknown.length) {
@@ -28,7 +30,7 @@ const scripts = wanted.length ? all.filter((f) => wanted.some((w) => f === w || 
 function runOne(file) {
   return new Promise((resolve) => {
     const started = performance.now();
-    const child = spawn(process.execPath, [join(here, file)], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
+    const child = spawn(process.execPath, [join(benchDir, file)], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
     let out = '';
     child.stdout.setEncoding('utf8');
     child.stdout.on('data', (s) => { out += s; process.stdout.write(s); });
