@@ -104,7 +104,8 @@ export function buildProgram(sink: Sink, json = false): Command {
     .action(run(async (g, o: { stream: string; amount: string; units: string; send?: boolean; credential?: string }) => (await D()).voucher(g, o)));
   devCmd.command('control <kind>').description('as the sandbox issuer: revoke (--stream), halt (--budget --reason), release (--budget) — sent to the daemon')
     .option('--stream <id>').option('--budget <id>').option('--reason <r>').option('--amount <micro>').option('--print', 'print the signed message instead of sending it')
-    .action(run(async (g, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }) => (await D()).control(g, kind, o)));
+    .option('--node <id>', 'the node it is aimed at (aud; default dev-node)')
+    .action(run(async (g, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean; node?: string }) => (await D()).control(g, kind, o)));
 
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))

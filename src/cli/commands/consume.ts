@@ -1,6 +1,6 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { usageError } from '../../domain/errors.js';
+import { configError, usageError } from '../../domain/errors.js';
 import { createConsumer, memoryStore, sqliteStore } from '../../sdk/consumer.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
@@ -49,7 +49,11 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      consumer.close();
+      // Expected at a start: named, not an internal error.
+      reject(err.code === 'EADDRINUSE' ? configError(`${o.host}:${port} is already in use`, 'stop what listens there, or pick another --port') : err);
+    });
     server.listen(port, o.host, () => resolve());
   });
   const a = server.address() as AddressInfo;

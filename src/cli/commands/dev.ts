@@ -1,7 +1,7 @@
-import { join } from 'node:path';
+import { delimiter, join, resolve as resolvePath } from 'node:path';
 import { EXIT, NodeSvcError, usageError } from '../../domain/errors.js';
 import { parseDuration } from '../../domain/duration.js';
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync, realpathSync } from 'node:fs';
 import { formatMicro, parseMicro } from '../../domain/amount.js';
 import { loadState, newState, publicJwk, saveState } from '../../dev/state.js';
 import { checkNodeId } from '../../service/admin.js';
@@ -32,8 +32,11 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   out(`  token    ${sb.token}`);
   out(`  data     ${sb.dataDir}`);
   out('');
+  const me = invokedAs();
   out('try, in another shell:');
+  if (me !== 'node-svc') out(`  alias node-svc=${me}    # node-svc is not on your PATH (or: npm link)`);
   out(`  export NODE_SVC_URL=${sb.url} NODE_SVC_TOKEN=${sb.token}`);
+  out('  node-svc status');
   out('  node-svc streams list');
   out('  node-svc watch');
   out(`  node-svc streams finality ${sb.streams[0]}`);
@@ -48,6 +51,18 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
     process.once('SIGTERM', stop);
   });
   return { data: undefined, human: '' };
+}
+
+/** `node-svc` when that is on PATH, else the absolute path this process was started from (for the "try" lines). */
+function invokedAs(): string {
+  const self = process.argv[1] ? resolvePath(process.argv[1]) : '';
+  for (const dir of (process.env.PATH ?? '').split(delimiter).filter(Boolean)) {
+    const candidate = join(dir, 'node-svc');
+    try {
+      if (existsSync(candidate) && (!self || realpathSync(candidate) === realpathSync(self))) return 'node-svc';
+    } catch { /* a dangling link: keep looking */ }
+  }
+  return self || 'node-svc';
 }
 
 function state(g: GlobalOptions) {
@@ -110,8 +125,9 @@ async function readStdin(): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export async function control(g: GlobalOptions, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }): Promise<CommandResult> {
-  const st = state(g);
+export async function control(g: GlobalOptions, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean; node?: string }): Promise<CommandResult> {
+  if (o.node !== undefined) checkNodeId(o.node);
+  const st = o.node ? { ...state(g), node: o.node } : state(g);
   const kinds: Record<string, () => [string, Record<string, unknown>]> = {
     revoke: () => ['stream.revoked', { stream: need(o.stream, '--stream'), ...(o.reason ? { reason: o.reason } : {}) }],
     halt: () => ['budget.halted', { budget: need(o.budget, '--budget'), reason: need(o.reason, '--reason (one of revoked, anomaly, sla, budget_closed, exposure, rate, payer_concurrency, cap, ceiling_dead)') }],
