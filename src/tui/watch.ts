@@ -101,7 +101,7 @@ export function StreamTable({ streams, selected, maxRows, more, barWidth = 16, e
   );
 }
 
-function WebhookLine({ w }: { w: WebhookRow }): React.ReactElement {
+function WebhookLine({ w, selected }: { w: WebhookRow; selected?: boolean }): React.ReactElement {
   const hl = w.health;
   const status = isFailing(w)
     ? h(Text, { color: 'yellow' }, `failing since ${w.failingSince}`)
@@ -109,7 +109,7 @@ function WebhookLine({ w }: { w: WebhookRow }): React.ReactElement {
   return h(
     Box,
     { flexDirection: 'column' },
-    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, w.id), '  ', status, '  ', h(Text, { dimColor: true }, w.url)),
+    h(Text, { wrap: 'truncate-end' }, selected ? h(Text, { color: 'cyan', bold: true }, '› ') : '', h(Text, { bold: true }, w.id), '  ', status, '  ', h(Text, { dimColor: true }, w.url)),
     hl
       ? h(
           Text,
@@ -126,13 +126,13 @@ function WebhookLine({ w }: { w: WebhookRow }): React.ReactElement {
   );
 }
 
-export function WebhookPanel({ webhooks }: { webhooks: WebhookRow[] }): React.ReactElement {
+export function WebhookPanel({ webhooks, selectedId }: { webhooks: WebhookRow[]; selectedId?: string | null }): React.ReactElement {
   return h(
     Box,
     { flexDirection: 'column', marginTop: 1 },
-    h(Text, { bold: true }, 'WEBHOOKS'),
+    h(Text, { bold: true }, 'WEBHOOKS', selectedId !== undefined ? h(Text, { dimColor: true, bold: false }, '  (↑/↓ select, enter deliveries, tab back to streams)') : ''),
     webhooks.length
-      ? webhooks.map((w) => h(WebhookLine, { key: w.id, w }))
+      ? webhooks.map((w) => h(WebhookLine, { key: w.id, w, selected: w.id === selectedId }))
       : h(Text, { dimColor: true }, 'no webhook subscriptions: node-svc webhooks add <url>'),
   );
 }
@@ -159,6 +159,33 @@ export function WebhookSummary({ webhooks }: { webhooks: WebhookRow[] }): React.
 }
 
 const field = (label: string, value: React.ReactNode) => h(Text, { wrap: 'truncate-end' }, h(Text, { dimColor: true }, label.padEnd(14)), value);
+
+/** A subscription's recent deliveries (its latest attempts): what failed, how, and when it is tried again. */
+export interface HookDetail { id: string; health: Json; attempts: Json[] }
+export const HOOK_ATTEMPTS = 8;
+
+export function HookDetailPanel({ id, detail, error }: { id: string; detail: HookDetail | null; error: string | null }): React.ReactElement {
+  const box = (...children: React.ReactNode[]) =>
+    h(Box, { flexDirection: 'column', marginTop: 1, borderStyle: 'round', borderColor: 'cyan', paddingX: 1 }, ...children);
+  if (!detail || detail.id !== id) return box(h(Text, { bold: true }, id), h(Text, { color: error ? 'red' : undefined, dimColor: !error }, error ?? 'loading…'));
+  const hl = detail.health;
+  return box(
+    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true }, id), `  ${hl.delivered} delivered, ${hl.pending} pending, ${hl.retrying} retrying, ${hl.dead} dead`),
+    detail.attempts.length
+      ? h(Text, { bold: true, wrap: 'truncate-end' }, `${'TIME'.padEnd(24)}  ${'EVENT'.padEnd(30)}  TRY  STATUS  OUTCOME  NEXT / ERROR`)
+      : h(Text, { dimColor: true }, 'no attempts yet'),
+    ...detail.attempts.map((a) =>
+      h(
+        Text,
+        { key: String(a.id ?? `${a.eventId}-${a.attempt}`), wrap: 'truncate-end' },
+        `${String(a.attemptedAt).padEnd(24)}  ${String(a.eventId).padEnd(30)}  ${String(a.attempt).padStart(3)}  ${(a.statusCode === null ? '-' : String(a.statusCode)).padEnd(6)}  `,
+        h(Text, { color: a.outcome === 'delivered' ? 'green' : 'red' }, String(a.outcome).padEnd(7)),
+        a.outcome === 'delivered' ? '' : `  ${a.nextAttemptAt ? `next ${a.nextAttemptAt}` : 'no retry left'}${a.error ? `  ${a.error}` : ''}`,
+      ),
+    ),
+    error ? h(Text, { color: 'red', wrap: 'truncate-end' }, `refresh failed: ${error}`) : null,
+  );
+}
 
 /** Lines the detail panel takes (margin, border, title, seven rows): the layout budget counts on it. */
 export const DETAIL_LINES = 11;
@@ -228,11 +255,17 @@ export interface ViewProps {
   showClosed?: boolean;
   /** `?`: the keys. */
   help?: boolean;
+  /** tab: the webhook panel has the keys; this subscription is selected, and its deliveries shown when open. */
+  hookFocus?: boolean;
+  hookId?: string | null;
+  hookOpen?: boolean;
+  hookDetail?: HookDetail | null;
+  hookError?: string | null;
 }
 
 export const KEYS: Array<[string, string]> = [
   ['↑/↓ j/k', 'select'], ['PgUp/PgDn', 'ten at a time'], ['Home/End', 'first / last'], ['enter', 'details of the stream'],
-  ['/', 'filter by stream id (enter keeps it, esc clears it)'], ['c', 'show or hide closed streams (hidden at start)'], ['?', 'this help'], ['q', 'quit'],
+  ['/', 'filter by stream id (enter keeps it, esc clears it)'], ['c', 'show or hide closed streams (hidden at start)'], ['tab', 'select subscriptions: enter shows a subscription\'s recent deliveries'], ['?', 'this help'], ['q', 'quit'],
 ];
 
 export function HelpPanel(): React.ReactElement {
@@ -252,7 +285,7 @@ export function WatchView(p: ViewProps): React.ReactElement {
   // needs its room); then as many stream rows as are left (at least 3), with two lines for "… N above/below".
   // (+1 for the totals line, +1 for the filter line, + the help box when open)
   const fixed = 7 + (p.error ? 1 : 0) + (p.filter || p.filtering ? 1 : 0) + (p.help ? KEYS.length + 4 : 0);
-  const detailLines = p.detailOpen ? DETAIL_LINES : 0;
+  const detailLines = (p.detailOpen ? DETAIL_LINES : 0) + (p.hookOpen ? HOOK_ATTEMPTS + 5 : 0);
   const hooks = p.snapshot?.webhooks ?? [];
   const hooksLines = 2 + Math.max(1, hooks.length * 2);
   const collapseHooks = p.detailOpen && p.rows < fixed + detailLines + hooksLines + 3 + 2;
@@ -270,7 +303,8 @@ export function WatchView(p: ViewProps): React.ReactElement {
           { flexDirection: 'column', marginTop: 1 },
           h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns), ...(p.filter && all.length ? { empty: `no stream id contains "${p.filter}"` } : !p.showClosed ? { empty: 'no open streams (c shows closed ones)' } : {}) }),
           p.detailOpen ? h(DetailPanel, { row: streams[p.selected], detail: p.detail, error: p.detailError }) : null,
-          collapseHooks ? h(WebhookSummary, { webhooks: hooks }) : h(WebhookPanel, { webhooks: hooks }),
+          collapseHooks && !p.hookFocus ? h(WebhookSummary, { webhooks: hooks }) : h(WebhookPanel, { webhooks: hooks, ...(p.hookFocus ? { selectedId: p.hookId ?? null } : {}) }),
+          p.hookOpen && p.hookId ? h(HookDetailPanel, { id: p.hookId, detail: p.hookDetail ?? null, error: p.hookError ?? null }) : null,
         )
       : h(Box, { marginTop: 1 }, h(Text, { dimColor: true }, p.error ? 'no data yet' : 'loading…')),
     h(
@@ -279,7 +313,8 @@ export function WatchView(p: ViewProps): React.ReactElement {
       h(
         Text,
         { dimColor: true, wrap: 'truncate-end' },
-        `↑/↓ select  enter ${p.detailOpen ? 'close' : 'details'}  / filter  c ${p.showClosed ? 'hide' : 'show'} closed  ? keys  q quit   `,
+        // fits 80 columns up to "q quit"; the refresh time may be cut
+        `↑/↓ select  enter ${p.detailOpen || p.hookOpen ? 'close' : 'details'}  tab ${p.hookFocus ? 'streams' : 'hooks'}  / filter  c closed  ? keys  q quit   `,
         p.lastRefresh ? `refreshed ${clock(p.lastRefresh)}` : 'not refreshed yet',
         ` · every ${seconds(p.intervalMs)}`,
       ),
@@ -311,6 +346,12 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   const [filtering, setFiltering] = useState(false);
   const [showClosed, setShowClosed] = useState(false);
   const [help, setHelp] = useState(false);
+  const [hookFocus, setHookFocus] = useState(false);
+  const [hookId, setHookId] = useState<string | null>(null);
+  const [hookOpen, setHookOpen] = useState(false);
+  const [hookDetail, setHookDetail] = useState<HookDetail | null>(null);
+  const [hookError, setHookError] = useState<string | null>(null);
+  const hook = useRef<{ focus: boolean; id: string | null; open: boolean }>({ focus: false, id: null, open: false });
 
   // The refresh loop reads the current selection through refs, and `kick` refreshes at once (enter, moves).
   // Keys read and write these refs, not state: several keys can arrive before React draws (typed fast, pasted).
@@ -342,6 +383,15 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
         } catch (err) {
           if (!stopped) setError(messageOf(err));
         }
+        const hk = hook.current;
+        if (hk.open && hk.id !== null && !stopped) {
+          try {
+            const d = await client.listDeliveries(hk.id, { limit: HOOK_ATTEMPTS });
+            if (!stopped) { setHookDetail({ id: hk.id, health: d.health, attempts: d.data as Json[] }); setHookError(null); }
+          } catch (err) {
+            if (!stopped) setHookError(messageOf(err));
+          }
+        }
         const { open, id } = want.current;
         if (open && id !== null && !stopped) {
           try {
@@ -371,6 +421,10 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   // the input handler (passive effects run later), and a stale handler would move within an older list.
   const latest = useRef({ streams, selected });
   latest.current = { streams, selected };
+  const latestHooks = useRef<WebhookRow[]>([]);
+  latestHooks.current = snapshot?.webhooks ?? [];
+  const latestAll = useRef<StreamRow[]>([]);
+  latestAll.current = snapshot?.streams ?? [];
 
   const move = useCallback((by: number) => {
     const { streams: rows, selected: at } = latest.current;
@@ -386,7 +440,7 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
   const applyFilter = (f: string) => {
     want.current.filter = f;
     setFilter(f);
-    const first = (snapshot?.streams ?? []).find((r) => !f || r.stream.includes(f));
+    const first = latestAll.current.find((r) => !f || r.stream.includes(f));
     if (first && !(want.current.id && want.current.id.includes(f))) { want.current.id = first.stream; setSelectedId(first.stream); }
   };
 
@@ -408,6 +462,27 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
       setShowClosed(want.current.closed);
       return kickRef.current();
     }
+    if (key.tab) {
+      hook.current.focus = !hook.current.focus;
+      setHookFocus(hook.current.focus);
+      const hooks = latestHooks.current;
+      if (hook.current.focus && !hooks.some((w) => w.id === hook.current.id)) { hook.current.id = hooks[0]?.id ?? null; setHookId(hook.current.id); }
+      if (!hook.current.focus) { hook.current.open = false; setHookOpen(false); }
+      return;
+    }
+    if (hook.current.focus) {
+      const hooks = latestHooks.current;
+      const at = Math.max(0, hooks.findIndex((w) => w.id === hook.current.id));
+      const pick = (i: number) => { const w = hooks[Math.min(Math.max(0, i), hooks.length - 1)]; if (w) { hook.current.id = w.id; setHookId(w.id); if (hook.current.open) kickRef.current(); } };
+      if (key.upArrow || input === 'k') return pick(at - 1);
+      if (key.downArrow || input === 'j') return pick(at + 1);
+      if (key.return || (key.escape && hook.current.open)) {
+        hook.current.open = key.escape ? false : !hook.current.open;
+        setHookOpen(hook.current.open);
+        if (hook.current.open) kickRef.current();
+        return;
+      }
+    }
     if (key.home) return move(-Infinity);
     if (key.end) return move(Infinity);
     if (key.escape && !want.current.open && (want.current.filter || help)) { setHelp(false); return applyFilter(''); }
@@ -423,7 +498,7 @@ export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactEl
     }
   });
 
-  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24, columns: stdout.columns || 80, filter, filtering, showClosed, help });
+  return h(WatchView, { url, intervalMs, snapshot, error, lastRefresh, selected, detailOpen, detail, detailError, rows: stdout.rows || 24, columns: stdout.columns || 80, filter, filtering, showClosed, help, hookFocus, hookId, hookOpen, hookDetail, hookError });
 }
 
 export interface RunWatchOptions extends WatchProps {

@@ -140,7 +140,8 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
     // Closed streams (the exhausted one) are hidden at start; `c` shows them.
     const open = await term.waitFor((s) => [ID.normal, ID.low, ID.critical].every((id) => s.includes(id)) && s.includes(failingId), 'the open streams');
     expect(open).not.toContain(ID.halted);
-    expect(open).toMatch(/c show closed/);
+    expect(open).toMatch(/c closed/);
+    expect(open).toMatch(/3 open streams/);
     term.press('c');
     const text = await term.waitFor((s) => Object.values(ID).every((id) => s.includes(id)) && s.includes(failingId) && s.includes(healthyId), 'all streams and subscriptions');
     for (const [stage, id] of Object.entries(ID) as [keyof typeof ID, string][]) {
@@ -276,6 +277,27 @@ describe('watch TUI: attention order, filter, totals, keys, alternate screen', (
     await term.waitFor((s) => selected(s) === ID.normal, 'last row selected');
     term.press('\x1b[H'); // Home
     await term.waitFor((s) => selected(s) === ID.critical, 'first row selected');
+    term.press('q');
+    await done;
+  });
+
+  it('tab drills into a subscription: its recent deliveries, failures and next attempt', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    await term.waitFor((s) => s.includes(failingId) && s.includes(healthyId), 'subscriptions');
+    term.press('\t');
+    const focused = await term.waitFor((s) => lineOf(s, failingId).trimStart().startsWith('›'), 'first subscription selected');
+    expect(focused).toMatch(/tab back to streams/);
+    term.press(KEY.enter);
+    const panel = await term.waitFor((s) => /TRY\s+STATUS\s+OUTCOME/.test(s), 'deliveries of the failing subscription');
+    const attempt = panel.split('\n').find((l) => /\bfailed\b/.test(l) && l.includes('evt_')) ?? '';
+    expect(attempt).toMatch(/\s+1\s+500\s+failed\s+next \d{4}-.*receiver answered HTTP 500/);
+    expect(panel).toMatch(new RegExp(`${failingId}\\s+0 delivered, 0 pending, 1 retrying, 0 dead`));
+    term.press(KEY.down);
+    await term.waitFor((s) => new RegExp(`${healthyId}\\s+1 delivered`).test(s), 'the healthy one');
+    expect(term.text).toMatch(/\s+1\s+204\s+delivered/);
+    term.press('\t');
+    await term.waitFor((s) => !/TRY\s+STATUS\s+OUTCOME/.test(s), 'back to streams, panel closed');
     term.press('q');
     await done;
   });
