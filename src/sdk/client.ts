@@ -52,6 +52,23 @@ const unreachable = (base: string, err: unknown, timeoutMs: number) =>
     hint: 'start it with `node-svc daemon`, or point --url / NODE_SVC_URL at it',
   });
 
+/** GET /healthz (no token, outside the /v1 contract): the daemon's verdict, also when it answers 503 (down). */
+export async function fetchHealth(url: string, timeoutMs = 15_000): Promise<Record<string, any>> {
+  const base = url.replace(/\/+$/, '');
+  let res: Response;
+  try {
+    res = await fetch(`${base}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+  } catch (err) {
+    throw unreachable(base, err, timeoutMs);
+  }
+  const text = await res.text();
+  try {
+    const v = JSON.parse(text) as Record<string, any>;
+    if (v && typeof v === 'object' && typeof v.status === 'string') return v;
+  } catch { /* below */ }
+  throw new NodeSvcError('unavailable', `${base}/healthz answered HTTP ${res.status} without a verdict: is this a node-svc daemon?`);
+}
+
 export function createClient(opts: ClientOptions) {
   const base = opts.url.replace(/\/+$/, '');
   async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -94,21 +111,6 @@ export function createClient(opts: ClientOptions) {
   };
   return {
     call,
-    /** GET /healthz (no token): the daemon's verdict, also when it answers 503 (down). */
-    health: async (): Promise<Record<string, any>> => {
-      let res: Response;
-      try {
-        res = await fetch(`${base}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(opts.timeout ?? 15_000), redirect: 'error' });
-      } catch (err) {
-        throw unreachable(base, err, opts.timeout ?? 15_000);
-      }
-      const text = await res.text();
-      try {
-        const v = JSON.parse(text) as Record<string, any>;
-        if (v && typeof v === 'object' && typeof v.status === 'string') return v;
-      } catch { /* below */ }
-      throw new NodeSvcError('unavailable', `${base}/healthz answered HTTP ${res.status} without a verdict: is this a node-svc daemon?`);
-    },
     node: () => call<{ node: string; tokenGraceUntil: string | null; version: string }>('GET', '/v1/node'),
     verifyAllowance: (credential: string) => call<Record<string, unknown>>('POST', '/v1/allowances/verify', { credential }),
     listStreams: (q: { cursor?: string; limit?: number; status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' } = {}) => call<{ data: Record<string, unknown>[]; nextCursor: string | null }>('GET', `/v1/streams${qs(q)}`),

@@ -146,13 +146,11 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
     const queued = subs
       .filter((s) => s.status === 'active' && matches(s, e.type))
       .map((s) => {
-        // A delivery of this event still pending (retrying, or in flight) is the one to complete: brought forward,
-        // never doubled by a second row that would send again when the old one's retry comes due.
+        // A delivery of this event still waiting (retrying) is the one to complete: brought forward, never doubled by
+        // a second row that would send again when the old one's retry comes due. One in flight right now may already
+        // be acknowledged: a replay asked for another send, so it gets a new row.
         const pending = deliveries.pendingFor(d.store.db, e.seq, s.id);
-        if (pending) {
-          if (!pending.in_flight) deliveries.dueNow(d.store.db, pending.id, now);
-          return { subscription: s.id, deliveryId: pending.id };
-        }
+        if (pending && !pending.in_flight && deliveries.dueNow(d.store.db, pending.id, now)) return { subscription: s.id, deliveryId: pending.id };
         return { subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) };
       });
     return { event: e.id, queued };

@@ -25,6 +25,7 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`starting the sandbox in ${dataDir} (${mode === 'card' ? 'local card processor, card rail' : 'local chain, escrow rail'}, daemon, webhook receiver, simulated payer)…`);
   const { startSandbox } = await import('../../dev/sandbox.js');
+  const me = invokedAs(); // before the block below, which is written in one go
   const sb = await startSandbox({ dataDir, mode, port, pace, quiet: !!o.quiet, out });
   out('');
   out(`node-svc sandbox is running: ${sb.url}`);
@@ -32,7 +33,6 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   out(`  token    ${sb.token}`);
   out(`  data     ${sb.dataDir}`);
   out('');
-  const me = invokedAs();
   out('try, in another shell:');
   if (me !== 'node-svc') out(`  alias node-svc=${me}    # node-svc is not on your PATH (or: npm link)`);
   out(`  export NODE_SVC_URL=${sb.url} NODE_SVC_TOKEN=${sb.token}`);

@@ -2,7 +2,7 @@
 // same checks a probe sees) plus what only the client can tell: is the daemon reachable, whose token is this.
 import { formatMicro } from '../../domain/amount.js';
 import { EXIT, NodeSvcError } from '../../domain/errors.js';
-import { createClient } from '../../sdk/client.js';
+import { createClient, fetchHealth } from '../../sdk/client.js';
 import { table, type CommandResult, type GlobalOptions } from '../output.js';
 import { daemonUrl } from './remote.js';
 
@@ -48,7 +48,7 @@ export async function status(g: GlobalOptions): Promise<CommandResult> {
   const client = createClient({ url, ...(g.token ? { token: g.token } : {}), timeout: 10_000 });
   let verdict: Json;
   try {
-    verdict = await client.health();
+    verdict = await fetchHealth(url, 10_000);
   } catch (err) {
     const reason = err instanceof NodeSvcError ? err.message : String(err);
     const checks: Check[] = [{ name: 'daemon', status: 'down', reason, figures: { url, reachable: false } }];
