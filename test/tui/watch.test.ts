@@ -1,12 +1,13 @@
 // `node-svc watch` against the real daemon: the ink view rendered into a fake terminal (a Writable with columns, rows
 // and isTTY, and a raw-mode stdin we type into), and the piped snapshot through the real CLI.
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket, connect } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { stripVTControlCharacters } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createClient } from '../../src/sdk/client.js';
-import { json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
+import { BIN, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { issuerKeyPair, mintCredential, payerKeyPair, signVoucher, type KeyPair } from '../helpers/issuer.js';
 import { ack, always, startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -326,6 +327,42 @@ describe('watch TUI: attention order, filter, totals, keys, alternate screen', (
     const all = term.frames.join('');
     expect(all.startsWith('\x1b[?1049h')).toBe(true);
     expect(all.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(all.lastIndexOf(ID.critical));
+  });
+});
+
+const hasScript = (() => {
+  try {
+    execFileSync('script', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('watch in a real pseudo-terminal (util-linux script)', () => {
+  // `script` gives the real CLI a terminal on stdin and stdout; q typed after the first frames ends it.
+  const inPty = (env: string) =>
+    new Promise<string>((resolve, reject) => {
+      // script's terminal starts at 0x0 columns and rows: give it a real size first.
+      const cmd = `stty cols 160 rows 50; ${env} "${process.execPath}" "${BIN}" watch --url ${daemon.url} --token ${token}`;
+      const child = spawn('script', ['-qfc', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
+      const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`watch did not quit: ${out.slice(-500)}`)); }, 30_000);
+      const poll = setInterval(() => { if (out.includes(ID.critical)) { clearInterval(poll); child.stdin.write('q'); } }, 100);
+      child.once('exit', () => { clearTimeout(timer); clearInterval(poll); resolve(out); });
+    });
+
+  it.runIf(hasScript)('honours NO_COLOR (no colour codes at all) and uses the alternate screen either way', async () => {
+    const plain = await inPty('NO_COLOR=1');
+    expect(plain).toContain(ID.critical);
+    expect(plain.match(/\x1b\[[0-9;]*m/g) ?? []).toHaveLength(0);
+    const coloured = await inPty('');
+    expect((coloured.match(/\x1b\[[0-9;]*m/g) ?? []).length).toBeGreaterThan(10);
+    for (const out of [plain, coloured]) {
+      expect(out).toContain('\x1b[?1049h');
+      expect(out.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(out.lastIndexOf(ID.critical));
+    }
   });
 });
 
