@@ -7,6 +7,8 @@ import { json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { http, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { escrowFlags, startEscrowDaemon, writeKeyFile } from '../helpers/escrow.js';
 import { issuerKeyPair } from '../helpers/issuer.js';
+import { startLocalProcessor } from '../../src/rails/card/processor.js';
+import { cardFlags, startCardDaemon, writeSecretFile } from '../helpers/card.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
 
@@ -57,5 +59,26 @@ describe('status: the escrow rail', () => {
     expect(h.body.status).toBe('degraded');
     expect(railOf(h.body)).toMatchObject({ status: 'degraded', figures: { reachable: false } });
     expect(railOf(h.body).reason).toMatch(/chain RPC unreachable|did not answer within/);
+  });
+});
+
+describe('status: the card rail', () => {
+  it('names the connected account and says the processor answers; a processor gone is degraded', async () => {
+    const p = await startLocalProcessor();
+    const acct = p.createAccount().id;
+    const dir = await tempDataDir();
+    dirs.push(dir);
+    const { tokenA } = await setupNodes(dir.dataDir, await issuerKeyPair());
+    const d = await startCardDaemon(dir.dataDir, cardFlags(p, { key: await writeSecretFile(dir.root, 'card.key', p.testKey) }, acct));
+    daemons.push(d);
+    const r = await runCli(['status', '--url', d.url, '--token', tokenA]);
+    expect(r.code, r.stdout).toBe(0);
+    expect(railOf(json(r.stdout))).toMatchObject({ status: 'ok', figures: { mode: 'card', env: 'sandbox', network: acct, reachable: true } });
+    expect(r.stdout).not.toContain(p.testKey);
+
+    await p.close();
+    const h = await http(d.url, '/healthz');
+    expect(h.status).toBe(200);
+    expect(railOf(h.body)).toMatchObject({ status: 'degraded', figures: { reachable: false } });
   });
 });
