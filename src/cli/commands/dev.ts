@@ -25,23 +25,26 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   const out = (line: string) => process.stdout.write(`${line}\n`);
   out(`starting the sandbox in ${dataDir} (${mode === 'card' ? 'local card processor, card rail' : 'local chain, escrow rail'}, daemon, webhook receiver, simulated payer)…`);
   const { startSandbox } = await import('../../dev/sandbox.js');
-  const me = invokedAs(); // before the block below, which is written in one go
+  const me = invokedAs();
   const sb = await startSandbox({ dataDir, mode, port, pace, quiet: !!o.quiet, out });
-  out('');
-  out(`node-svc sandbox is running: ${sb.url}`);
-  out(`  node     dev-node`);
-  out(`  token    ${sb.token}`);
-  out(`  data     ${sb.dataDir}`);
-  out('');
-  out('try, in another shell:');
-  if (me !== 'node-svc') out(`  alias node-svc=${me}    # node-svc is not on your PATH (or: npm link)`);
-  out(`  export NODE_SVC_URL=${sb.url} NODE_SVC_TOKEN=${sb.token}`);
-  out('  node-svc status');
-  out('  node-svc streams list');
-  out('  node-svc watch');
-  out(`  node-svc streams finality ${sb.streams[0]}`);
-  out('Ctrl-C stops everything; a second `npm start` picks up where this one left off.');
-  out('');
+  // One write: a reader (a test, a script) that has seen the token line also has the "try" lines.
+  out([
+    '',
+    `node-svc sandbox is running: ${sb.url}`,
+    '  node     dev-node',
+    `  token    ${sb.token}`,
+    `  data     ${sb.dataDir}`,
+    '',
+    'try, in another shell:',
+    ...(me !== 'node-svc' ? [`  alias node-svc=${me}    # node-svc is not on your PATH (or: npm link)`] : []),
+    `  export NODE_SVC_URL=${sb.url} NODE_SVC_TOKEN=${sb.token}`,
+    '  node-svc status',
+    '  node-svc streams list',
+    '  node-svc watch',
+    `  node-svc streams finality ${sb.streams[0]}`,
+    'Ctrl-C stops everything; a second `npm start` picks up where this one left off.',
+    '',
+  ].join('\n'));
   await new Promise<void>((resolveStop) => {
     const stop = () => {
       out('stopping the sandbox…');
