@@ -12,7 +12,8 @@ type Json = Record<string, any>;
 export const STAGE_COLOR: Record<Stage, string> = { normal: 'green', low: 'yellow', critical: 'red', halted: 'gray' };
 /** The headroom bar: narrower on terminals under 120 columns so the money columns still fit. */
 export const barWidthFor = (columns: number) => (columns >= 120 ? 16 : 10);
-const ID_WIDTH = 28;
+/** Stream ids are clipped to this many cells: more on a wide terminal, so long ids stay whole. */
+export const idWidthFor = (columns: number) => (columns >= 160 ? 56 : columns >= 120 ? 40 : 28);
 
 const clock = (d: Date) => d.toTimeString().slice(0, 8);
 const clip = (s: string, n: number) => (s.length > n ? `${s.slice(0, n - 1)}…` : s);
@@ -30,10 +31,10 @@ interface Columns {
   unsettled: number;
 }
 
-function columnsFor(rows: StreamRow[]): Columns {
+function columnsFor(rows: StreamRow[], idWidth: number): Columns {
   const w = (head: string, cells: string[]) => Math.max(head.length, ...cells.map((c) => c.length));
   return {
-    id: Math.min(ID_WIDTH, w('STREAM', rows.map((r) => r.stream))),
+    id: Math.min(idWidth, w('STREAM', rows.map((r) => r.stream))),
     stage: w('STAGE', rows.map((r) => r.degradationStage)),
     remaining: w('REMAINING', rows.map((r) => `${money(r.remainingCapMicro)} ${r.asset}`)),
     finality: w('FINALITY', rows.map((r) => r.finality)),
@@ -79,9 +80,9 @@ export function TotalsLine({ streams }: { streams: StreamRow[] }): React.ReactEl
   );
 }
 
-export function StreamTable({ streams, selected, maxRows, more, barWidth = 16, empty }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean; barWidth?: number; empty?: string }): React.ReactElement {
+export function StreamTable({ streams, selected, maxRows, more, barWidth = 16, idWidth = 28, empty }: { streams: StreamRow[]; selected: number; maxRows: number; more?: boolean; barWidth?: number; idWidth?: number; empty?: string }): React.ReactElement {
   if (!streams.length) return h(Text, { dimColor: true }, empty ?? 'no streams yet: they appear when a credential aimed at this node is verified by the daemon');
-  const c = columnsFor(streams);
+  const c = columnsFor(streams, idWidth);
   const rows = Math.max(1, maxRows);
   // Keep the selection in view: a window of `rows` streams around it.
   const start = Math.min(Math.max(0, selected - Math.floor(rows / 2)), Math.max(0, streams.length - rows));
@@ -301,7 +302,7 @@ export function WatchView(p: ViewProps): React.ReactElement {
       ? h(
           Box,
           { flexDirection: 'column', marginTop: 1 },
-          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns), ...(p.filter && all.length ? { empty: `no stream id contains "${p.filter}"` } : !p.showClosed ? { empty: 'no open streams (c shows closed ones)' } : {}) }),
+          h(StreamTable, { streams, selected: p.selected, maxRows, more: p.snapshot.moreStreams, barWidth: barWidthFor(p.columns), idWidth: idWidthFor(p.columns), ...(p.filter && all.length ? { empty: `no stream id contains "${p.filter}"` } : !p.showClosed ? { empty: 'no open streams (c shows closed ones)' } : {}) }),
           p.detailOpen ? h(DetailPanel, { row: streams[p.selected], detail: p.detail, error: p.detailError }) : null,
           collapseHooks && !p.hookFocus ? h(WebhookSummary, { webhooks: hooks }) : h(WebhookPanel, { webhooks: hooks, ...(p.hookFocus ? { selectedId: p.hookId ?? null } : {}) }),
           p.hookOpen && p.hookId ? h(HookDetailPanel, { id: p.hookId, detail: p.hookDetail ?? null, error: p.hookError ?? null }) : null,

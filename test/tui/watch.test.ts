@@ -17,6 +17,8 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 // Colours are part of what is tested; chalk reads this when ink is first imported (below, dynamically).
 process.env.FORCE_COLOR = '1';
 const tui = await import('../../src/tui/watch.js');
+const { render: inkRender } = await import('ink');
+const React = (await import('react')).default;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const tag = Math.random().toString(36).slice(2, 7);
@@ -301,6 +303,23 @@ describe('watch TUI: attention order, filter, totals, keys, alternate screen', (
     await term.waitFor((s) => !/TRY\s+STATUS\s+OUTCOME/.test(s), 'back to streams, panel closed');
     term.press('q');
     await done;
+  });
+
+  it('uses extra width for long stream ids, and clips them on a narrow terminal', () => {
+    expect(tui.idWidthFor(80)).toBe(28);
+    expect(tui.idWidthFor(200)).toBeGreaterThan(tui.idWidthFor(80));
+    const long = 'a-stream-id-that-is-longer-than-forty-characters-x';
+    const row = { stream: long, budget: 'b', payer: 'p', mode: 'escrow', asset: 'USDC', status: 'open', degradationStage: 'normal' as const, capMicro: '10', billedMicro: '1', remainingCapMicro: '9', finality: 'none' as const, finalMicro: '0', unsettledMicro: '1', expiresAt: '' };
+    const wide = new FakeTerminal(200, 30);
+    const narrow = new FakeTerminal(80, 30);
+    for (const [term, cols] of [[wide, 200], [narrow, 80]] as const) {
+      const app = inkRender(React.createElement(tui.StreamTable, { streams: [row], selected: 0, maxRows: 5, barWidth: tui.barWidthFor(cols), idWidth: tui.idWidthFor(cols) }), { stdout: term.stdout as never, debug: true, patchConsole: false });
+      app.unmount();
+    }
+    const all = (t: FakeTerminal) => stripVTControlCharacters(t.frames.join(''));
+    expect(all(wide)).toContain(long);
+    expect(all(narrow)).not.toContain(long);
+    expect(all(narrow)).toContain(`${long.slice(0, 27)}…`);
   });
 
   it('keeps the header and the keys line on an 80x24 terminal', async () => {
