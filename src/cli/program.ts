@@ -134,7 +134,7 @@ export function buildProgram(sink: Sink, json = false): Command {
       sink(await (await import('./commands/daemon.js')).daemon(globals(cmd), o, sources));
     });
 
-  program.command('watch').description("live view of the node's streams and webhook delivery health (one JSON snapshot when piped or with --json)")
+  program.command('watch').description("live view of the node's streams and webhook delivery health: attention first, / filter, c closed, tab subscriptions, ? keys (one JSON snapshot when piped or with --json)")
     .option('--interval <seconds>', 'seconds between refreshes', '1')
     .action(run(async (g, o: { interval: string }) => (await import('./commands/watch.js')).watch(g, o)));
 
