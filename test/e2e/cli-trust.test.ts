@@ -2,7 +2,7 @@
 // default), a closed pipe exits 0, a malformed --url is a usage error naming it, expected conditions are named
 // (port in use, data dir, log level, config.json), --format, the bare JWS of dev credential, and restore.
 import { execFile } from 'node:child_process';
-import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -183,6 +183,27 @@ describe('restore', () => {
     const kept = new Database(out.previous, { readonly: true });
     expect(kept.prepare("SELECT id FROM nodes WHERE id = 'after-backup'").get()).toBeTruthy();
     kept.close();
+  });
+
+  it('moves the WAL files of the store it replaces with it (a crashed daemon leaves them), so none is replayed into the backup', async () => {
+    const d = join(t.root, 'walcase');
+    expect((await runCli(['nodes', 'add', 'w-1', '--data-dir', d])).code).toBe(0);
+    const backup = join(t.root, 'wal-backup.db');
+    expect((await runCli(['backup', backup, '--data-dir', d])).code).toBe(0);
+    // A writer that never checkpoints: its last commit lives only in the -wal, as after a crash.
+    const db = new Database(join(d, 'node-svc.db'));
+    db.pragma('journal_mode = WAL');
+    db.pragma('wal_autocheckpoint = 0');
+    db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run('only-in-wal', Date.now());
+    const copyWal = readFileSync(join(d, 'node-svc.db-wal'));
+    db.close(); // closing checkpoints; put the WAL back as a crash would have left it
+    writeFileSync(join(d, 'node-svc.db-wal'), copyWal);
+    const r = await runCli(['restore', backup, '--data-dir', d]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(existsSync(join(d, 'node-svc.db-wal'))).toBe(false);
+    expect(existsSync(`${json(r.stdout).previous}-wal`)).toBe(true);
+    const ids = json((await runCli(['nodes', 'list', '--data-dir', d])).stdout).data.map((n: { id: string }) => n.id);
+    expect(ids).toEqual(['w-1']);
   });
 
   it('a file that is not a node-svc backup is refused before anything is touched', async () => {

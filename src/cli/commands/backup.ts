@@ -49,10 +49,12 @@ export async function restore(g: GlobalOptions, file: string): Promise<CommandRe
     await copyDatabase(source, incoming);
     chmodSync(incoming, 0o600);
     let keptAs: string | null = null;
-    if (existsSync(db)) {
+    const present = ['', '-wal', '-shm'].filter((suffix) => existsSync(db + suffix));
+    if (present.length) {
       keptAs = `${db}.before-restore-${new Date().toISOString().replace(/[:.]/g, '-')}`;
-      // The WAL belongs to its database: the three files move together, so the old store stays whole.
-      for (const suffix of ['', '-wal', '-shm']) if (existsSync(db + suffix)) renameSync(db + suffix, keptAs + suffix);
+      // The WAL belongs to its database: the files move together, so the old store stays whole and no old WAL is
+      // ever replayed into the restored one (even a stray -wal without its database).
+      for (const suffix of present) renameSync(db + suffix, keptAs + suffix);
     }
     renameSync(incoming, db);
     openStore(dataDir).close(); // migrates a backup made by an older node-svc; proves it opens
