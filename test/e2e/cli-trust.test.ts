@@ -1,7 +1,8 @@
 // Issue #13, "scripts can trust the CLI", through the real bin/node-svc: one precedence (flag > env > config >
 // default), a closed pipe exits 0, a malformed --url is a usage error naming it, expected conditions are named
 // (port in use, data dir, log level, config.json), --format, the bare JWS of dev credential, and restore.
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { createHmac } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -153,6 +154,34 @@ describe('onboarding from the README', () => {
       expect(sent.stdout).toBe('voucher for hand-1: accepted, billed 0.250000 USDC\n');
     } finally {
       await d.stop();
+    }
+  });
+});
+
+describe('consume, for people', () => {
+  it('--format table prints each event on one line, money as an asset amount', async () => {
+    const secret = 'whsec_dGVzdC1zZWNyZXQtZm9yLWNvbnN1bWUtZm9ybWF0';
+    const child = spawn(process.execPath, [BIN, 'consume', '--port', '0', '--secret', secret, '--format', 'table'], { cwd: REPO_ROOT, stdio: ['ignore', 'pipe', 'pipe'] });
+    try {
+      let out = '';
+      let err = '';
+      child.stdout!.setEncoding('utf8').on('data', (s: string) => { out += s; });
+      const url = await new Promise<string>((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`consume did not start: ${err}`)), 20_000);
+        child.stderr!.setEncoding('utf8').on('data', (s: string) => {
+          err += s;
+          const m = /consuming on (http:\/\/\S+)/.exec(err);
+          if (m) { clearTimeout(timer); resolve(m[1]!); }
+        });
+      });
+      const body = JSON.stringify({ id: 'evt_fmt_1', type: 'settlement.final', schemaVersion: '1.1.0', occurredAt: new Date().toISOString(), externalRef: 'stream:s-fmt', data: { stream: 's-fmt', budget: 'b-fmt', asset: 'USDC', amountMicro: '871000', reference: '0xabc' } });
+      const sig = `sha256=${createHmac('sha256', secret).update(body).digest('hex')}`;
+      const res = await fetch(`${url}/`, { method: 'POST', body, headers: { 'content-type': 'application/json', 'x-service-event-id': 'evt_fmt_1', 'x-service-signature': sig } });
+      expect(res.status).toBe(200);
+      for (let i = 0; !out.includes('evt_fmt_1') && i < 100; i++) await new Promise((r) => setTimeout(r, 50));
+      expect(out).toMatch(/^\S+Z {2}applied +settlement\.final +s-fmt b-fmt {2}0\.871000 USDC {2}reference=0xabc {2}evt_fmt_1\n$/);
+    } finally {
+      child.kill('SIGTERM');
     }
   });
 });
