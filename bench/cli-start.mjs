@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { exportJWK, generateKeyPair, SignJWT } from 'jose';
+import { report, result } from './lib/report.mjs';
 
 const RUNS = Math.max(15, Number(process.env.BENCH_RUNS ?? 21));
 const WARMUP = Number(process.env.BENCH_WARMUP ?? 3);
@@ -59,6 +60,7 @@ try {
   console.log(`bench/cli-start  verify EdDSA  runs=${RUNS} warm-up=${WARMUP} (medians)`);
   console.log(`  node -e 0                     ${fmt(median(base))} ms`);
   console.log(`  node-svc verify <jws>         ${fmt(median(subject))} ms   ratio ${median(ratios).toFixed(2)}  (target <= 1.6)`);
+  report('cli-start', [result('verify cold start / node -e 0', median(ratios), 'ratio', ['<=', 1.6])]);
 } finally {
   rmSync(root, { recursive: true, force: true });
 }

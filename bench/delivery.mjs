@@ -25,6 +25,7 @@ import { Agent, request } from 'undici';
 import { envelopeBody } from '../dist/domain/events.js';
 import { newId } from '../dist/domain/ids.js';
 import { openStore } from '../dist/store/db.js';
+import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 20_000);
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
@@ -264,7 +265,12 @@ async function main() {
   console.log(`  deliveries delivered ${fmt(delivered)} = events ${fmt(recorded)} x subscriptions ${SUBS}: ${ok ? 'yes' : `NO (expected ${fmt(expected)}; other: ${JSON.stringify(others)})`}; delivered attempts ${fmt(deliveredAttempts)}; receiver duplicates ${count.duplicates}, unsigned ${count.unsigned}; worker stats ${JSON.stringify(stats.stats)}`);
   const mb = (x) => (x / 1048576).toFixed(1);
   console.log(`    daemon memory high-water (MB): rss ${mb(stats.mem.rss)}, V8 heap total ${mb(stats.mem.heapTotal)} / used ${mb(stats.mem.heapUsed)}, external ${mb(stats.mem.external)}, array buffers ${mb(stats.mem.arrayBuffers)}`);
-  if (!ok) process.exitCode = 1;
+  report('delivery', [
+    result('worker deliveries / raw keep-alive POSTs', median(r.ratio), 'ratio', ['>=', 0.2]),
+    result(`event->delivery p95 at ${RATE}/s`, pct(lat, 95), 'ms', ['<', 10]),
+    result('daemon peak RSS', Math.max(peakRss, rss.peak), 'MB', ['<=', 120]),
+    result('every event delivered to every subscription (1 = yes)', ok ? 1 : 0, 'bool', ['>=', 1]),
+  ]);
   clearInterval(rssTimer);
 
   await daemon.call('stop', {}, 30_000);

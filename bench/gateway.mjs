@@ -5,6 +5,7 @@ import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { Hono } from 'hono';
 import { KeySet, verifyAllowance } from 'node-svc/sdk';
 import { allowance } from 'node-svc/gateway/hono';
+import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 20000); // requests per gateway round
 const V = Number(process.env.BENCH_V ?? 3000); // credentials per verify round
@@ -116,3 +117,9 @@ console.log(`verifyAllowance (node-svc/sdk)  EdDSA  n=${V} rounds=${ROUNDS} (med
 console.log(`  raw crypto.verify Ed25519     ${fmt(median(v.raw))}/s`);
 console.log(`  first sight                   ${fmt(median(v.first))}/s   ratio ${median(v.firstRatio).toFixed(2)}  (target >= 0.55)`);
 console.log(`  repeated credential           ${fmt(median(v.repeated))}/s   ratio ${median(v.repeatedRatio).toFixed(2)}  (target >= 5)`);
+report('gateway', [
+  result('gateway overhead, repeated credential', median(g.hotOver), 'µs'),
+  result('gateway overhead, fresh credential', median(g.coldOver), 'µs'),
+  result('sdk first sight / raw Ed25519', median(v.firstRatio), 'ratio', ['>=', 0.55]),
+  result('sdk repeated credential / raw Ed25519', median(v.repeatedRatio), 'ratio', ['>=', 5]),
+]);

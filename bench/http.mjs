@@ -9,6 +9,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { report, result } from './lib/report.mjs';
 
 const SELF = fileURLToPath(import.meta.url);
 
@@ -124,6 +125,11 @@ async function main() {
     console.log(line('bare Hono hello', r.hello));
     console.log(`${line('GET /v1/streams/{id}/headroom', r.headroom)}   ratio ${median(r.headroomRatio).toFixed(2)}  (target >= 0.4, p99 < 10 ms)`);
     console.log(`${line('POST /v1/allowances/verify (cached)', r.verify)}   ratio ${median(r.verifyRatio).toFixed(2)}`);
+    report('http', [
+      result('GET headroom / bare Hono hello', median(r.headroomRatio), 'ratio', ['>=', 0.4]),
+      result('GET headroom p99', median(r.headroom.map((x) => x.p99)), 'ms', ['<', 10]),
+      result('POST verify (cached) / hello', median(r.verifyRatio), 'ratio'),
+    ]);
   } finally {
     await stopAll();
     rmSync(root, { recursive: true, force: true });

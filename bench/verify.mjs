@@ -4,6 +4,7 @@ import { generateKeyPairSync, sign, verify } from 'node:crypto';
 import { SignJWT, exportJWK } from 'jose';
 import { KeySet } from '../dist/sdk/keys.js';
 import { Verifier } from '../dist/sdk/verifier.js';
+import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 3000);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
@@ -56,3 +57,7 @@ console.log(`bench/verify  EdDSA  n=${N} rounds=${ROUNDS} (medians)`);
 console.log(`  raw crypto.verify Ed25519     ${fmt(median(r.raw))}/s`);
 console.log(`  verifier, first sight         ${fmt(median(r.first))}/s   ratio ${median(r.firstRatio).toFixed(2)}  (target >= 0.55)`);
 console.log(`  verifier, repeated credential ${fmt(median(r.repeated))}/s   ratio ${median(r.repeatedRatio).toFixed(2)}  (target >= 5)`);
+report('verify', [
+  result('first sight / raw Ed25519', median(r.firstRatio), 'ratio', ['>=', 0.55]),
+  result('repeated credential / raw Ed25519', median(r.repeatedRatio), 'ratio', ['>=', 5]),
+]);

@@ -1,17 +1,17 @@
 // Composition root: open store → migrate → keyring → API (+ delivery worker and rails as they land).
 import { serve, type ServerType } from '@hono/node-server';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import v8 from 'node:v8';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
 import { configError } from './domain/errors.js';
 import { createApp } from './api/app.js';
 import { log } from './log.js';
 import { DEFAULT_SERVICE_CONFIG, NO_RAIL, type Deps, type ServiceConfig } from './service/deps.js';
 import { Keyring } from './service/keyring.js';
 import { openStore, type Store } from './store/db.js';
+import { lockDataDir } from './store/lock.js';
 import { parseDuration } from './domain/duration.js';
 import { refreshUrlKeys } from './service/admin.js';
+import type { KeyRefreshState } from './service/health.js';
 import { DeliveryWorker } from './delivery/worker.js';
 import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
@@ -41,7 +41,7 @@ export interface Daemon {
 }
 
 /** Keys trusted from a URL are fetched again every NODE_SVC_KEYS_REFRESH (default 10m) and cached in the store. */
-function startKeyRefresh(store: Store): NodeJS.Timeout {
+function startKeyRefresh(store: Store, state: KeyRefreshState): NodeJS.Timeout {
   const every = parseDuration(process.env.NODE_SVC_KEYS_REFRESH ?? '10m') ?? 600_000;
   let running = false;
   const timer = setInterval(() => {
@@ -49,6 +49,8 @@ function startKeyRefresh(store: Store): NodeJS.Timeout {
     running = true;
     refreshUrlKeys(store)
       .then((report) => {
+        state.at = Date.now();
+        state.results = report.map((r) => ({ issuer: r.issuer, source: r.source, ...(r.error ? { error: r.error } : {}) }));
         for (const r of report) {
           if (r.error) log.warn('issuer keys not refreshed; the stored keys stay trusted', { issuer: r.issuer, source: r.source, error: r.error });
           else if (r.added.length || r.removed.length) log.info('issuer keys refreshed', { issuer: r.issuer, added: r.added, removed: r.removed });
@@ -58,29 +60,6 @@ function startKeyRefresh(store: Store): NodeJS.Timeout {
   }, Math.max(1000, every));
   timer.unref();
   return timer;
-}
-
-/** One daemon per data dir: a pid lock file, taken over only when its process is gone. */
-function lockDataDir(dataDir: string): () => void {
-  const path = join(dataDir, 'daemon.pid');
-  for (let i = 0; i < 2; i++) {
-    try {
-      writeFileSync(path, String(process.pid), { flag: 'wx', mode: 0o600 });
-      return () => rmSync(path, { force: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-      const pid = Number(readFileSync(path, 'utf8').trim());
-      let alive = false;
-      try {
-        alive = Number.isInteger(pid) && pid > 0 && pid !== process.pid && (process.kill(pid, 0), true);
-      } catch {
-        alive = false;
-      }
-      if (alive) throw configError(`another node-svc daemon (pid ${pid}) is running on ${dataDir}`, 'stop it first, or use another --data-dir');
-      rmSync(path, { force: true }); // stale: its process is gone
-    }
-  }
-  throw configError(`cannot lock ${dataDir}`);
 }
 
 /**
@@ -114,8 +93,10 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     ...(o.deliveryTimeoutMs ? { timeoutMs: o.deliveryTimeoutMs } : {}),
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
+  const keyRefresh: KeyRefreshState = { at: null, results: [] };
   const deps: Deps = {
     store,
+    health: { keyRefresh, ...(o.rail ? { rail: o.rail.rail } : {}) },
     keyring: new Keyring(store, { clockTolerance: config.clockTolerance }),
     config,
     now: Date.now,
@@ -125,16 +106,27 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   };
   const railRoutes = o.rail?.rail.routes?.bind(o.rail.rail);
   const app = createApp(deps, { rateLimit: o.rateLimit, ...(railRoutes ? { extraRoutes: (a) => railRoutes(a as never) } : {}) });
-  const server: ServerType = await new Promise((resolve, reject) => {
-    const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
-    s.once('error', reject);
-  });
+  let server: ServerType;
+  try {
+    server = await new Promise((resolve, reject) => {
+      const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
+      s.once('error', reject);
+    });
+  } catch (err) {
+    // Expected at a start (port taken, address not ours): say which, and leave no lock file behind.
+    await Promise.all([o.rail?.rail.close()]).catch(() => undefined);
+    store.close();
+    unlock();
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : code === 'EACCES' ? 'needs privileges (ports below 1024)' : `cannot be listened on (${code ?? (err as Error).message})`;
+    throw configError(`${o.host}:${o.port} ${why}`, code === 'EADDRINUSE' ? 'stop what listens there, or pick another --port' : 'check --host and --port');
+  }
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
   worker.start();
   settler?.start();
-  const keysTimer = startKeyRefresh(store);
+  const keysTimer = startKeyRefresh(store, keyRefresh);
   log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
   return {

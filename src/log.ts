@@ -21,9 +21,15 @@ function destination(): pino.DestinationStream {
   };
 }
 
+const LEVEL_NAMES: Level[] = ['debug', 'info', 'warn', 'error'];
+const envLevel = process.env.NODE_SVC_LOG_LEVEL;
+/** A NODE_SVC_LOG_LEVEL that is not a level: the daemon refuses to start, naming it (the logger itself stays at info). */
+export const LOG_LEVEL_PROBLEM: string | undefined =
+  envLevel !== undefined && !LEVEL_NAMES.includes(envLevel as Level) ? `NODE_SVC_LOG_LEVEL must be one of ${LEVEL_NAMES.join(', ')}, got "${envLevel}"` : undefined;
+
 const logger = pino(
   {
-    level: (process.env.NODE_SVC_LOG_LEVEL as Level) ?? 'info',
+    level: envLevel && !LOG_LEVEL_PROBLEM ? envLevel : 'info',
     base: undefined,
     timestamp: pino.stdTimeFunctions.isoTime,
     formatters: { level: (label) => ({ level: label }) },

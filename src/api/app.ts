@@ -6,7 +6,6 @@ import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { rateLimit } from './middleware/rate-limit.js';
-import { healthVerdict } from '../service/health.js';
 import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
@@ -14,6 +13,8 @@ import { webhookRoutes } from './routes/webhooks.js';
 import { openApiDocument } from './openapi.js';
 import { metrics, renderMetrics } from '../ops/metrics.js';
 import { opsGauges } from '../ops/gauges.js';
+import { healthVerdict } from '../service/health.js';
+import { statusRoutes } from './routes/status.js';
 
 export interface AppOptions {
   /** Requests per second per token (0: off); burst is twice that unless given. */
@@ -46,9 +47,10 @@ export function createApp(d: Deps, opts: AppOptions) {
   });
   app.get('/metrics', (c) => c.body(renderMetrics(opsGauges(d)), 200, { 'content-type': 'text/plain; version=0.0.4' }));
 
-  app.get('/healthz', (c) => {
-    d.store.db.prepare('SELECT 1').get();
-    return c.json(healthVerdict(d));
+  // The same verdict as `node-svc status`: 200 while it serves (ok or degraded, with the reasons), 503 when down.
+  app.get('/healthz', async (c) => {
+    const v = await healthVerdict(d, d.health);
+    return c.json(v, v.status === 'down' ? 503 : 200);
   });
 
   opts.extraRoutes?.(app);
@@ -58,6 +60,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));
   app.use('/v1/*', jsonBody());
 
+  statusRoutes(app, d);
   streamRoutes(app, d);
   controlRoutes(app, d);
   webhookRoutes(app, d);

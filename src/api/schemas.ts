@@ -118,6 +118,7 @@ export const FinalityView = z
       })
       .nullable()
       .openapi({ description: 'The newest settlement while it is not final (null when none is): a settlement not progressing shows here' }),
+    reason: z.string().nullable().openapi({ description: 'Why the billed truth is not final yet (e.g. "no escrow channel in the credential"); null when all of it is final' }),
     asOf: Time,
   })
   .openapi('Finality');
@@ -127,12 +128,24 @@ export const StreamSummary = z
     stream: z.string(), budget: z.string(), payer: z.string(), issuer: z.string(), mode: z.enum(['escrow', 'card']), asset: z.string(),
     status: StreamStatus, degradationStage: z.enum(STAGES), capMicro: Micro, billedMicro: Micro, remainingCapMicro: Micro,
     finality: Finality, finalMicro: Micro, unsettledMicro: Micro, expiresAt: Time,
+    checkpointedMicro: Micro.openapi({ description: 'Settled and visible, not yet final (pending information, not a credit signal)' }),
+    lastActivityAt: Time.openapi({ description: 'Last change: voucher, renewal, status or settlement (what sort=activity orders by)' }),
   })
   .openapi('StreamSummary');
 export const StreamList = z.object({ data: z.array(StreamSummary), nextCursor: z.string().nullable() }).openapi('StreamList');
 export const Paging = z.object({
   cursor: z.string().max(1024).optional().openapi({ param: { name: 'cursor', in: 'query' } }),
   limit: z.coerce.number().int().min(1).max(500).default(100).openapi({ param: { name: 'limit', in: 'query' } }),
+});
+export const StreamListQuery = Paging.extend({
+  status: z.enum(['open', 'closed', 'all']).default('all').openapi({
+    param: { name: 'status', in: 'query' },
+    description: 'open: payable standing; closed: revoked, exhausted, budget halted or released, or expired; all (default)',
+  }),
+  sort: z.enum(['id', 'activity']).default('id').openapi({
+    param: { name: 'sort', in: 'query' },
+    description: 'id (default, ascending) or activity (most recent change first); the cursor belongs to the sort it came from',
+  }),
 });
 
 export const Eip712Voucher = z

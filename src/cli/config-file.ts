@@ -3,6 +3,9 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configError } from '../domain/errors.js';
+import { parseDuration } from '../domain/duration.js';
+import { parseSchedule } from '../delivery/schedule.js';
+import { parseCidrs } from '../delivery/target.js';
 
 type Kind = 'string' | 'integer' | 'list';
 export const CONFIG_KEYS: Record<string, Kind> = {
@@ -15,6 +18,17 @@ export const CONFIG_KEYS: Record<string, Kind> = {
 // Values the daemon would refuse later (naming the flag, one at a time): checked here so every problem is named at once.
 const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300] };
 const CHOICES: Record<string, string[]> = { mode: ['escrow', 'card'], rail: ['sandbox', 'production'], logLevel: ['debug', 'info', 'warn', 'error'] };
+
+// Values whose form the daemon checks later one at a time, naming a flag: checked here, naming the key, with every other problem.
+const VALUE_CHECKS: Record<string, (v: string) => string | undefined> = {
+  retrySchedule: (v) => (parseSchedule(v) ? undefined : 'must be a list of whole seconds, e.g. [5, 300, 1800]'),
+  webhookAllow: (v) => { const r = parseCidrs(v); return typeof r === 'string' ? r : undefined; },
+  webhookDeny: (v) => { const r = parseCidrs(v); return typeof r === 'string' ? r : undefined; },
+  settleInterval: (v) => (parseDuration(v) === undefined ? 'must be a duration such as 60s, 15m or 1h' : undefined),
+  rpcUrl: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
+  cardApi: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
+  deliveryTimeout: (v) => (Number(v) >= 1 ? undefined : 'must be from 1 to 300'),
+};
 
 const distance = (a: string, b: string): number => {
   const d = Array.from({ length: a.length + 1 }, (_, i) => [i, ...Array(b.length).fill(0)] as number[]);
@@ -51,7 +65,12 @@ export function readConfigFile(dataDir: string): Record<string, string> {
     else if (kind === 'string' && typeof v !== 'string') problems.push(`"${k}": must be a string, got ${JSON.stringify(v)}`);
     else if (RANGES[k] && !(Number(v) >= RANGES[k]![0] && Number(v) <= RANGES[k]![1])) problems.push(`"${k}": must be from ${RANGES[k]![0]} to ${RANGES[k]![1]}, got ${JSON.stringify(v)}`);
     else if (CHOICES[k] && !CHOICES[k]!.includes(v as string)) problems.push(`"${k}": must be one of ${CHOICES[k]!.join(', ')}, got ${JSON.stringify(v)}`);
-    else out[k] = Array.isArray(v) ? v.join(',') : String(v);
+    else {
+      const text = Array.isArray(v) ? v.join(',') : String(v);
+      const bad = VALUE_CHECKS[k]?.(text);
+      if (bad) problems.push(`"${k}": ${bad}, got ${JSON.stringify(v)}`);
+      else out[k] = text;
+    }
   }
   if (problems.length) throw configError(`${path} has ${problems.length} problem(s):\n  - ${problems.join('\n  - ')}`, 'fix them; keys are the camelCase names of the daemon flags (see node-svc daemon --help)');
   return out;

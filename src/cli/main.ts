@@ -1,11 +1,26 @@
 // The one place that exits (changesets/wrangler habit): commands throw typed errors, this maps them to exit codes.
 import { EXIT, NodeSvcError } from '../domain/errors.js';
-import { render, renderError, type CommandResult } from './output.js';
+import { FORMATS, outputFormat, render, renderError, type CommandResult, type Format } from './output.js';
 
 process.umask(0o077); // data dir 0700, database and its WAL files 0600
 
+// A reader that went away (`node-svc streams list --all | head -1`) is not a failure: stop quietly with 0.
+for (const s of [process.stdout, process.stderr])
+  s.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code === 'EPIPE') process.exit(0);
+    throw err;
+  });
+
 const argv = process.argv.slice(2);
-const jsonFlag = argv.includes('--json') || !process.stdout.isTTY;
+const explicitJson = argv.includes('--json');
+const formatArg = ((): string | undefined => {
+  const i = argv.findIndex((a) => a === '--format' || a.startsWith('--format='));
+  if (i < 0) return undefined;
+  return argv[i]!.includes('=') ? argv[i]!.slice('--format='.length) : argv[i + 1];
+})();
+const format = FORMATS.includes(formatArg as Format) ? (formatArg as Format) : undefined;
+const jsonFlag = format ? format !== 'table' : explicitJson || !process.stdout.isTTY;
+const print = (r: CommandResult) => process.stdout.write(render(r, outputFormat(r, { format, json: jsonFlag, explicitJson })));
 
 /**
  * `verify` is what scripts call on every credential: parsed with node's own parseArgs so that commander
@@ -29,7 +44,10 @@ async function fastVerify(): Promise<CommandResult | undefined> {
   const v = parsed.values;
   const { verify } = await import('./commands/verify.js');
   return verify(
-    { dataDir: v['data-dir'], url: v.url ?? process.env.NODE_SVC_URL ?? 'http://127.0.0.1:8787', token: v.token ?? process.env.NODE_SVC_TOKEN, json: v.json },
+    {
+      dataDir: v['data-dir'], url: v.url ?? process.env.NODE_SVC_URL ?? 'http://127.0.0.1:8787', token: v.token ?? process.env.NODE_SVC_TOKEN, json: v.json,
+      urlFrom: v.url !== undefined ? 'cli' : process.env.NODE_SVC_URL !== undefined ? 'env' : 'default',
+    },
     parsed.positionals[0]!,
     { node: v.node, remote: v.remote },
   );
@@ -39,7 +57,7 @@ async function main(): Promise<number> {
   if (argv[0] === 'verify' || (argv.includes('verify') && argv[0]?.startsWith('--'))) {
     const fast = await fastVerify();
     if (fast) {
-      process.stdout.write(render(fast, jsonFlag));
+      print(fast);
       return fast.exitCode ?? EXIT.ok;
     }
   }
@@ -57,7 +75,7 @@ async function main(): Promise<number> {
     throw err;
   }
   if (!result) return EXIT.ok;
-  if (result.data !== undefined) process.stdout.write(render(result, jsonFlag));
+  if (result.data !== undefined) print(result);
   return result.exitCode ?? EXIT.ok;
 }
 

@@ -5,20 +5,43 @@ export interface CommandResult<T = unknown> {
   data: T;
   human: string;
   exitCode?: number;
+  /** The items of a list command: `--format jsonl` prints one per line. */
+  rows?: unknown[];
+  /** Print `human` also when piped (a bare JWS for `JWS=$(…)`); only --json / --format json gives `data`. */
+  plainWhenPiped?: boolean;
 }
+
+export type Format = 'table' | 'json' | 'jsonl';
+export const FORMATS: Format[] = ['table', 'json', 'jsonl'];
 
 export interface GlobalOptions {
   dataDir?: string;
   url?: string;
   token?: string;
   json?: boolean;
+  /** Where --url came from (commander's source: cli, env, default), to name it in a usage error. */
+  urlFrom?: string;
+  format?: Format;
 }
 
 /** JSON when stdout is not a TTY or with --json; tables and sentences on a TTY. */
 export const jsonMode = (opts: GlobalOptions): boolean => !!opts.json || !process.stdout.isTTY;
 
-export function render(result: CommandResult, json: boolean): string {
-  return json ? `${JSON.stringify(result.data, null, process.stdout.isTTY ? 2 : 0)}\n` : result.human.endsWith('\n') ? result.human : `${result.human}\n`;
+/**
+ * How a result is printed: `--format` wins, then --json, then JSON when stdout is not a terminal
+ * (except results meant to be captured bare, like a JWS); a table or sentence on a terminal.
+ */
+export function outputFormat(result: CommandResult, o: { format?: Format | undefined; json: boolean; explicitJson: boolean }): Format {
+  if (o.format) return o.format;
+  if (o.explicitJson) return 'json';
+  if (result.plainWhenPiped) return 'table';
+  return o.json ? 'json' : 'table';
+}
+
+export function render(result: CommandResult, json: boolean | Format): string {
+  const f: Format = json === true ? 'json' : json === false ? 'table' : json;
+  if (f === 'jsonl') return (result.rows ?? [result.data]).map((r) => `${JSON.stringify(r)}\n`).join('');
+  return f === 'json' ? `${JSON.stringify(result.data, null, process.stdout.isTTY ? 2 : 0)}\n` : result.human.endsWith('\n') ? result.human : `${result.human}\n`;
 }
 
 export function renderError(err: NodeSvcError, json: boolean): string {

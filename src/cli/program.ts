@@ -11,10 +11,11 @@ export function buildProgram(sink: Sink, json = false): Command {
   const program = new Command('node-svc')
     .description('Allowance verification, stream finality and signed webhooks for serviceNodes')
     .version(VERSION, '-V, --version')
-    .addOption(new Option('--data-dir <dir>', 'data directory (env NODE_SVC_DATA_DIR; default ./data)'))
+    .addOption(new Option('--data-dir <dir>', 'data directory (beats env NODE_SVC_DATA_DIR; default ./data)'))
     .addOption(new Option('--url <url>', 'daemon URL for client commands').env('NODE_SVC_URL').default('http://127.0.0.1:8787'))
     .addOption(new Option('--token <token>', 'bearer token for client commands').env('NODE_SVC_TOKEN'))
     .option('--json', 'print JSON (the default when stdout is not a terminal)')
+    .addOption(new Option('--format <format>', 'output: table, json, or jsonl (list commands: one item per line)').choices(['table', 'json', 'jsonl']))
     .exitOverride()
     // Usage errors in JSON mode are JSON too, like every other error (scripts parse stderr).
     .configureOutput({
@@ -24,7 +25,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .showHelpAfterError(json ? false : '(run with --help for usage)')
     .enablePositionalOptions(false);
 
-  const globals = (cmd: Command): GlobalOptions => cmd.optsWithGlobals() as GlobalOptions;
+  const globals = (cmd: Command): GlobalOptions => ({ ...cmd.optsWithGlobals(), urlFrom: cmd.getOptionValueSourceWithGlobals('url') }) as GlobalOptions;
   const run = <A extends unknown[]>(fn: (g: GlobalOptions, ...args: A) => Promise<CommandResult>) =>
     async (...args: unknown[]) => {
       const cmd = args[args.length - 1] as Command;
@@ -58,7 +59,9 @@ export function buildProgram(sink: Sink, json = false): Command {
   const streams = program.command('streams').description('streams of the node behind --token (asks the daemon at --url)');
   const S = () => import('./commands/streams.js');
   streams.command('list').description("the node's streams").option('--cursor <c>', 'continue from a cursor').option('--limit <n>', 'page size (1-500)').option('--all', 'follow every page')
-    .action(run(async (g, o: { cursor?: string; limit?: string; all?: boolean }) => (await S()).list(g, o)));
+    .addOption(new Option('--status <which>', 'open, closed or all streams (default all)').choices(['open', 'closed', 'all']))
+    .addOption(new Option('--sort <order>', 'id (default) or activity (most recent first)').choices(['id', 'activity']))
+    .action(run(async (g, o: { cursor?: string; limit?: string; all?: boolean; status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }) => (await S()).list(g, o)));
   streams.command('verify <id>').description('open and payable? (exit 1 when not)').action(run(async (g, id: string) => (await S()).verify(g, id)));
   streams.command('headroom <id>').description('remaining cap, units, rate, degradation stage').action(run(async (g, id: string) => (await S()).headroom(g, id)));
   streams.command('finality <id>').description('settled-frontier finality and billed truth').action(run(async (g, id: string) => (await S()).finality(g, id)));
@@ -89,16 +92,20 @@ export function buildProgram(sink: Sink, json = false): Command {
     .option('--port <port>', 'daemon port (0 picks a free one)', '8787').option('--pace <seconds>', 'seconds between simulated vouchers', '2').option('--quiet', 'do not print payer and webhook lines')
     .option('--mode <mode>', 'escrow (local chain) or card (local card processor)', 'escrow')
     .action(run(async (g, o: { port: string; pace: string; quiet?: boolean; mode: string }) => (await D()).dev(g, o)));
-  devCmd.command('credential').description('mint a credential as the sandbox issuer (prints the JWS)')
-    .requiredOption('--stream <id>').option('--cap <micro>', 'cap in micro units', '5000000').option('--unit-price <micro>', 'micro units per network unit', '100')
+  devCmd.command('jwks').description("print the sandbox issuer's public keys (a JWKS to trust with keys add --issuer https://issuer.sandbox.node-svc.invalid)")
+    .action(run(async (g) => (await D()).jwks(g)));
+  devCmd.command('credential').description('mint a credential as the sandbox issuer (prints the bare JWS; --json for the object)')
+    .requiredOption('--stream <id>').option('--node <id>', 'the node it is aimed at (aud; default dev-node)').option('--cap <micro>', 'cap in micro units', '5000000').option('--unit-price <micro>', 'micro units per network unit', '100')
     .option('--rate <micro>', 'rate limit, micro units per second').option('--ttl <duration>', 'lifetime', '1h').option('--budget <id>')
-    .action(run(async (g, o: { stream: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }) => (await D()).credential(g, o)));
-  devCmd.command('voucher').description('sign a voucher as the sandbox payer (prints it, or --send it to the daemon)')
+    .action(run(async (g, o: { stream: string; node?: string; cap: string; unitPrice: string; rate?: string; ttl: string; budget?: string }) => (await D()).credential(g, o)));
+  devCmd.command('voucher').description('sign a voucher as the sandbox payer (prints the bare JWS, or --send it to the daemon)')
     .requiredOption('--stream <id>').requiredOption('--amount <micro>', 'cumulative micro units').option('--units <n>', 'cumulative network units', '0').option('--send', 'POST it to the daemon at --url with --token')
-    .action(run(async (g, o: { stream: string; amount: string; units: string; send?: boolean }) => (await D()).voucher(g, o)));
+    .option('--credential <jws>', "with --send: the stream's credential, so a stream the daemon has not seen is registered first (\"-\" reads stdin)")
+    .action(run(async (g, o: { stream: string; amount: string; units: string; send?: boolean; credential?: string }) => (await D()).voucher(g, o)));
   devCmd.command('control <kind>').description('as the sandbox issuer: revoke (--stream), halt (--budget --reason), release (--budget) — sent to the daemon')
     .option('--stream <id>').option('--budget <id>').option('--reason <r>').option('--amount <micro>').option('--print', 'print the signed message instead of sending it')
-    .action(run(async (g, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean }) => (await D()).control(g, kind, o)));
+    .option('--node <id>', 'the node it is aimed at (aud; default dev-node)')
+    .action(run(async (g, kind: string, o: { stream?: string; budget?: string; reason?: string; amount?: string; print?: boolean; node?: string }) => (await D()).control(g, kind, o)));
 
   program.command('daemon').description('serve the /v1 API (and deliver webhooks) until SIGTERM')
     .addOption(new Option('--host <host>', 'address to listen on').env('NODE_SVC_HOST').default('127.0.0.1'))
@@ -130,9 +137,16 @@ export function buildProgram(sink: Sink, json = false): Command {
       sink(await (await import('./commands/daemon.js')).daemon(globals(cmd), o, sources));
     });
 
-  program.command('watch').description("live view of the node's streams and webhook delivery health (one JSON snapshot when piped or with --json)")
+  program.command('watch').description("live view of the node's streams and webhook delivery health: attention first, / filter, c closed, tab subscriptions, ? keys (one JSON snapshot when piped or with --json)")
     .option('--interval <seconds>', 'seconds between refreshes', '1')
     .action(run(async (g, o: { interval: string }) => (await import('./commands/watch.js')).watch(g, o)));
+
+  for (const name of ['status', 'doctor'])
+    program.command(name).description(name === 'status' ? "the daemon's health at a glance: reachable, version, node, keys, rail, outbox, settlements, subscriptions (exit 0 healthy, 1 degraded, 4 unreachable)" : 'same as status')
+      .action(run(async (g) => (await import('./commands/status.js')).status(g)));
+
+  program.command('restore <backup>').description('replace the store with a backup made by `backup` (the daemon must be stopped; the current store is kept beside it)')
+    .action(run(async (g, file: string) => (await import('./commands/backup.js')).restore(g, file)));
 
   program.command('backup <file>').description('online backup of the store (consistent while the daemon runs)').option('--force', 'overwrite the file')
     .action(run(async (g, file: string, o: { force?: boolean }) => (await import('./commands/backup.js')).backup(g, file, o)));

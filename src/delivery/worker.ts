@@ -207,6 +207,7 @@ export class DeliveryWorker {
         }
         metrics.deliveries.inc({ outcome: r.outcome === 'failed' && r.nextAttemptAt === null ? 'dead' : r.outcome });
         if (r.outcome === 'delivered') metrics.deliveryLatency.observe(Math.max(0, at + durationMs - d.created_at) / 1000);
+        else log.warn(r.nextAttemptAt === null ? 'webhook delivery failed; no retry left' : 'webhook delivery failed', { subscription: d.subscription_id, event: d.event_id, attempt: d.attempts, status: r.statusCode, error: r.error, nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString() });
         this.#results.push(r);
         this.#inFlight--;
         if (--this.#perSub[d.subscription_id]! === 0) delete this.#perSub[d.subscription_id];

@@ -2,6 +2,7 @@
 import type { Deps } from '../service/deps.js';
 import { stmt } from '../store/db.js';
 import { settlementHealth } from '../service/health.js';
+import { health } from '../store/health.js';
 import type { Gauge } from './metrics.js';
 
 export function opsGauges(d: Deps): Gauge[] {
@@ -33,7 +34,8 @@ export function opsGauges(d: Deps): Gauge[] {
       help: 'Settlements by state: in_flight (sent or mined, not final), stuck (sent, not mined past --settle-stuck-after), failed (streams whose last settlement failed)',
       read: () => {
         const h = settlementHealth(d);
-        return [{ labels: { state: 'in_flight' }, value: h.inFlight }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: h.failed }];
+        const failed = health.settlements(d.store.db).failed;
+        return [{ labels: { state: 'in_flight' }, value: h.inFlight }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: failed }];
       },
     },
     {

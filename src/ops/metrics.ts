@@ -1,5 +1,7 @@
 // Prometheus metrics: counters and histograms kept in memory, gauges read at scrape time. Labels never carry
 // secrets or ids of money (no tokens, no stream ids): bounded cardinality.
+import { renderProcessMetrics } from './process.js';
+
 type Labels = Record<string, string>;
 
 const key = (l: Labels) => Object.keys(l).sort().map((k) => `${k}="${l[k]!.replace(/\\/g, '\\\\').replace(/"/g, '\\"').replace(/\n/g, '\\n')}"`).join(',');
@@ -70,5 +72,6 @@ export function renderMetrics(gauges: Gauge[]): string {
     else for (const x of v) lines.push(`${g.name}{${key(x.labels)}} ${x.value}`);
     parts.push(lines.join('\n'));
   }
+  parts.push(renderProcessMetrics());
   return `${parts.join('\n')}\n`;
 }

@@ -17,6 +17,17 @@ export type SettlementState =
   | { state: 'final' }
   | { state: 'failed'; error: string }; // will be retried with a new settlement
 
+/** What `node-svc status` shows of a rail: where it settles and whether that is reachable now. */
+export interface RailProbe {
+  /** Chain id (escrow) or connected account (card). */
+  network: string;
+  reachable: boolean;
+  /** Why it is not reachable or not usable (never a key). */
+  error?: string;
+  /** Escrow: the payee wallet that pays gas, and its native balance in wei (decimal string). */
+  wallet?: { address: string; balanceWei: string };
+}
+
 export interface Rail {
   readonly mode: RailMode;
   readonly env: RailEnv;
@@ -64,5 +75,7 @@ export interface Rail {
   poll?(): Promise<void>;
   /** Routes the rail needs outside /v1 bearer auth (the card processor's own webhooks). */
   routes?(app: Hono<any>): void;
+  /** A cheap read for the health verdict (bounded by the adapter's own timeout); never throws. */
+  probe?(): Promise<RailProbe>;
   close(): Promise<void>;
 }

@@ -26,6 +26,49 @@ export class ApiError extends NodeSvcError {
   }
 }
 
+/** What went wrong reaching the daemon, in words: fetch itself only says "TypeError: fetch failed". */
+export function connectionProblem(err: unknown, timeoutMs: number): string {
+  const e = err as { name?: string; cause?: { code?: string; errors?: Array<{ code?: string }>; message?: string } };
+  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return `no answer within ${timeoutMs / 1000} s`;
+  const code = e?.cause?.code ?? e?.cause?.errors?.find((x) => x?.code)?.code;
+  const words: Record<string, string> = {
+    ECONNREFUSED: 'connection refused: nothing is listening there',
+    ENOTFOUND: 'host not found',
+    EAI_AGAIN: 'host name lookup failed',
+    ECONNRESET: 'the connection was reset',
+    EHOSTUNREACH: 'host unreachable',
+    ENETUNREACH: 'network unreachable',
+    ETIMEDOUT: 'connection timed out',
+    UND_ERR_CONNECT_TIMEOUT: 'connection timed out',
+    UND_ERR_SOCKET: 'the connection was closed',
+  };
+  if (code) return words[code] ?? code;
+  return e?.cause?.message ?? (err instanceof Error ? err.message : String(err));
+}
+
+const unreachable = (base: string, err: unknown, timeoutMs: number) =>
+  new NodeSvcError('unavailable', `cannot reach the daemon at ${base} (${connectionProblem(err, timeoutMs)})`, {
+    exitCode: EXIT.other,
+    hint: 'start it with `node-svc daemon`, or point --url / NODE_SVC_URL at it',
+  });
+
+/** GET /healthz (no token, outside the /v1 contract): the daemon's verdict, also when it answers 503 (down). */
+export async function fetchHealth(url: string, timeoutMs = 15_000): Promise<Record<string, any>> {
+  const base = url.replace(/\/+$/, '');
+  let res: Response;
+  try {
+    res = await fetch(`${base}/healthz`, { headers: { accept: 'application/json' }, signal: AbortSignal.timeout(timeoutMs), redirect: 'error' });
+  } catch (err) {
+    throw unreachable(base, err, timeoutMs);
+  }
+  const text = await res.text();
+  try {
+    const v = JSON.parse(text) as Record<string, any>;
+    if (v && typeof v === 'object' && typeof v.status === 'string') return v;
+  } catch { /* below */ }
+  throw new NodeSvcError('unavailable', `${base}/healthz answered HTTP ${res.status} without a verdict: is this a node-svc daemon?`);
+}
+
 export function createClient(opts: ClientOptions) {
   const base = opts.url.replace(/\/+$/, '');
   async function call<T>(method: string, path: string, body?: unknown): Promise<T> {
@@ -42,11 +85,7 @@ export function createClient(opts: ClientOptions) {
         redirect: 'error',
       });
     } catch (err) {
-      const cause = (err as { cause?: { code?: string } }).cause?.code ?? (err as Error).name;
-      throw new NodeSvcError('unavailable', `cannot reach the daemon at ${base} (${cause})`, {
-        exitCode: EXIT.other,
-        hint: 'start it with `node-svc daemon`, or point --url / NODE_SVC_URL at it',
-      });
+      throw unreachable(base, err, opts.timeout ?? 15_000);
     }
     if (res.status === 204) return undefined as T;
     const text = await res.text();
@@ -72,8 +111,9 @@ export function createClient(opts: ClientOptions) {
   };
   return {
     call,
+    node: () => call<{ node: string; tokenGraceUntil: string | null; version: string }>('GET', '/v1/node'),
     verifyAllowance: (credential: string) => call<Record<string, unknown>>('POST', '/v1/allowances/verify', { credential }),
-    listStreams: (q: { cursor?: string; limit?: number } = {}) => call<{ data: Record<string, unknown>[]; nextCursor: string | null }>('GET', `/v1/streams${qs(q)}`),
+    listStreams: (q: { cursor?: string; limit?: number; status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' } = {}) => call<{ data: Record<string, unknown>[]; nextCursor: string | null }>('GET', `/v1/streams${qs(q)}`),
     verifyStream: (id: string) => call<{ stream: string; open: boolean; payable: boolean; status: string; reason: string | null }>('GET', `/v1/streams/${enc(id)}/verify`),
     headroom: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/headroom`),
     finality: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/finality`),

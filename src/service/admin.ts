@@ -7,6 +7,7 @@ import { iso } from '../domain/time.js';
 import type { Store } from '../store/db.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
 import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
+import { connectionProblem } from '../sdk/client.js';
 
 export function checkNodeId(id: string): void {
   if (!NODE_ID_RE.test(id))
@@ -110,15 +111,29 @@ export function tokenResolver(store: Store) {
 const MAX_JWKS_BYTES = 1024 * 1024;
 
 /** Read a JWKS (or a single JWK) from a file path or an http(s) URL. */
+const isLoopback = (host: string) => {
+  const h = host.replace(/^\[|\]$/g, '').toLowerCase();
+  return h === 'localhost' || h === '::1' || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(h);
+};
+
+/** Keys fetched over cleartext are not trust (anyone on the path can swap them): http only to this machine. */
+function cleartextRefusal(url: string): void {
+  const u = new URL(url);
+  if (u.protocol === 'http:' && !isLoopback(u.hostname))
+    throw usageError(`refusing ${url}: keys fetched over plain http are not trust (anyone on the path can swap them)`, 'use https://, or download the JWKS and add the file');
+}
+
 export async function readJwksSource(source: string): Promise<unknown> {
   let text: string;
   if (/^https?:\/\//i.test(source)) {
+    cleartextRefusal(source);
     let res: Response;
     try {
       res = await fetch(source, { signal: AbortSignal.timeout(10_000), headers: { accept: 'application/json, application/jwk-set+json' } });
     } catch (err) {
-      throw new NodeSvcError('unavailable', `cannot fetch ${source}: ${(err as Error).message}`, { hint: 'check the URL, or save the JWKS to a file and add that' });
+      throw new NodeSvcError('unavailable', `cannot fetch ${source}: ${connectionProblem(err, 10_000)}`, { hint: 'check the URL, or save the JWKS to a file and add that' });
     }
+    if (res.redirected) cleartextRefusal(res.url); // an https URL that redirects to cleartext is cleartext
     if (!res.ok) throw new NodeSvcError('unavailable', `fetching ${source} answered HTTP ${res.status}`);
     text = await res.text();
   } else {
@@ -249,3 +264,9 @@ export function trustedKeys(store: Store): TrustedKey[] {
 }
 
 export const keysGeneration = (store: Store) => issuerKeys.generation(store.db);
+
+/** Who a bearer token speaks for (GET /v1/node): the node, and when a token in its grace period stops working. */
+export function tokenStanding(store: Store, nodeId: string, token: string) {
+  const until = tokens.graceUntil(store.db, hashToken(token));
+  return { node: nodeId, tokenGraceUntil: until === undefined ? null : iso(until) };
+}

@@ -2,6 +2,7 @@ import type { Store } from '../store/db.js';
 import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
+import type { HealthSources } from './health.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -37,6 +38,8 @@ export interface Deps {
   funding?: FundingGate;
   /** Wakes the delivery worker (redeliver). */
   wakeDelivery?: () => void;
+  /** What the health verdict reads beyond the store (the rail, the key refresh). */
+  health?: HealthSources;
 }
 
 /** The rail's side of funding, as the use cases see it (the daemon wires it to the configured rail). */

@@ -1,36 +1,157 @@
-// What /healthz and the settlement gauges report: the store answers, and no settlement is stuck or failing.
+// The daemon's health verdict: a list of named checks (ok | degraded | down, a reason, figures), shared by
+// GET /healthz (probes) and `node-svc status` (operators). Add a check by appending to HEALTH_CHECKS.
+import type { Rail, RailProbe } from '../rails/rail.js';
+import { health } from '../store/health.js';
 import { settlements } from '../store/settlements.js';
+import { VERSION } from '../version.js';
 import type { Deps } from './deps.js';
 
+export type CheckStatus = 'ok' | 'degraded' | 'down';
+
+export interface HealthCheck {
+  name: string;
+  status: CheckStatus;
+  /** Why it is not ok (null when ok), in words an operator can act on. */
+  reason: string | null;
+  /** What was measured; money as decimal strings of micro units, times as RFC 3339. */
+  figures: Record<string, unknown>;
+}
+
+export interface Verdict {
+  status: CheckStatus;
+  version: string;
+  /** Checks that are not ok, as "name: reason" (the one line a probe log shows). */
+  reasons: string[];
+  checks: HealthCheck[];
+  asOf: string;
+}
+
+/** The last run of the issuer key refresh (kept in memory by the daemon). */
+export interface KeyRefreshState {
+  at: number | null;
+  results: Array<{ issuer: string; source: string; error?: string }>;
+}
+
+/** What the daemon knows beyond the store: its rail and the key refresh. */
+export interface HealthSources {
+  rail?: Rail;
+  keyRefresh?: KeyRefreshState;
+  /** A rail probe that takes longer than this counts as unreachable (the probe keeps a verdict fast). */
+  probeTimeoutMs?: number;
+  /** Deliveries pending longer than this make the outbox degraded (default 15 min). */
+  outboxAgeLimitMs?: number;
+}
+
+export type CheckFn = (d: Deps, s: HealthSources) => HealthCheck | Promise<HealthCheck>;
+
+const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
+const ageSeconds = (d: Deps, ms: number | null) => (ms === null ? 0 : Math.max(0, Math.floor((d.now() - ms) / 1000)));
+const check = (name: string, problems: Array<[CheckStatus, string]>, figures: Record<string, unknown>): HealthCheck => {
+  const worst = problems.find(([s]) => s === 'down') ?? problems[0];
+  return { name, status: worst ? worst[0] : 'ok', reason: problems.length ? problems.map(([, r]) => r).join('; ') : null, figures };
+};
+
+function keysCheck(d: Deps, s: HealthSources): HealthCheck {
+  const rows = health.keys(d.store.db);
+  const count = rows.reduce((n, r) => n + r.keys, 0);
+  const failed = (s.keyRefresh?.results ?? []).filter((r) => r.error);
+  const problems: Array<[CheckStatus, string]> = [];
+  if (!count) problems.push(['degraded', 'no trusted issuer keys: every credential is refused (node-svc keys add)']);
+  for (const f of failed) problems.push(['degraded', `refresh of ${f.source} failed (stored keys stay trusted): ${f.error}`]);
+  return check('keys', problems, {
+    count,
+    issuers: rows.map((r) => ({ issuer: r.issuer, keys: r.keys, fromUrl: !!r.from_url, fetchedAt: iso(r.fetched_at) })),
+    lastRefresh: s.keyRefresh?.at ? { at: iso(s.keyRefresh.at), ok: !failed.length, failed: failed.length } : null,
+  });
+}
+
+async function railCheck(_d: Deps, s: HealthSources): Promise<HealthCheck> {
+  if (!s.rail) return check('rail', [], { mode: null, note: 'no settlement rail configured: finality stays none' });
+  const rail = s.rail;
+  const limit = s.probeTimeoutMs ?? 3000;
+  let timer: NodeJS.Timeout | undefined;
+  const probe: RailProbe | 'timeout' = rail.probe
+    ? await Promise.race([rail.probe(), new Promise<'timeout'>((r) => { timer = setTimeout(() => r('timeout'), limit); })]).finally(() => clearTimeout(timer))
+    : { network: 'unknown', reachable: true };
+  const problems: Array<[CheckStatus, string]> = [];
+  const figures: Record<string, unknown> = { mode: rail.mode, env: rail.env };
+  if (probe === 'timeout') {
+    problems.push(['degraded', `the ${rail.mode === 'escrow' ? 'chain RPC' : 'card processor'} did not answer within ${limit} ms: settlements wait`]);
+    figures.reachable = false;
+  } else {
+    Object.assign(figures, { network: probe.network, reachable: probe.reachable, ...(probe.wallet ? { wallet: probe.wallet } : {}) });
+    if (probe.error) problems.push(['degraded', `${probe.error}: settlements wait`]);
+    if (probe.wallet && BigInt(probe.wallet.balanceWei) === 0n) problems.push(['degraded', `the wallet ${probe.wallet.address} holds no gas: settlements cannot be sent`]);
+  }
+  return check('rail', problems, figures);
+}
+
+function outboxCheck(d: Deps, s: HealthSources): HealthCheck {
+  const o = health.outbox(d.store.db);
+  const limit = s.outboxAgeLimitMs ?? 15 * 60_000;
+  const problems: Array<[CheckStatus, string]> = [];
+  if (o.dead) problems.push(['degraded', `${o.dead} dead deliveries (node-svc webhooks replay)`]);
+  if (o.oldestPendingAt !== null && d.now() - o.oldestPendingAt > limit) problems.push(['degraded', `oldest pending delivery is ${ageSeconds(d, o.oldestPendingAt)} s old`]);
+  return check('outbox', problems, { pending: o.pending, retrying: o.retrying, dead: o.dead, oldestPendingAgeSeconds: ageSeconds(d, o.oldestPendingAt) });
+}
+
 export interface SettlementHealth {
-  /** Sent but not mined (captured) for longer than the stuck limit. */
+  /** Sent but not mined (captured) for longer than the stuck limit (--settle-stuck-after). */
   stuck: number;
   /** Sent, or mined and not final yet. */
   inFlight: number;
-  /** Streams whose newest settlement failed (it is retried with backoff). */
-  failed: number;
   /** Seconds since the oldest unmined settlement was sent (0 when none). */
   oldestUnminedSeconds: number;
 }
 
+/** Settlements stuck past the limit (the gauge and the settlements check share it). */
 export function settlementHealth(d: Deps): SettlementHealth {
-  const now = d.now();
-  const h = settlements.health(d.store.db, now, d.config.settlementStuckMs);
-  return {
-    stuck: Number(h.stuck ?? 0),
-    inFlight: Number(h.in_flight ?? 0),
-    failed: settlements.failingStreams(d.store.db),
-    oldestUnminedSeconds: h.oldest_unmined === null ? 0 : Math.max(0, Math.round((now - Number(h.oldest_unmined)) / 1000)),
-  };
+  const h = settlements.health(d.store.db, d.now(), d.config.settlementStuckMs);
+  return { stuck: Number(h.stuck ?? 0), inFlight: Number(h.in_flight ?? 0), oldestUnminedSeconds: ageSeconds(d, h.oldest_unmined === null ? null : Number(h.oldest_unmined)) };
 }
 
-/** The verdict for probes: ok, or degraded with the reasons (still HTTP 200: the daemon serves, money is late). */
-export function healthVerdict(d: Deps): { status: 'ok' | 'degraded'; reasons: string[] } {
-  const reasons: string[] = [];
+function settlementsCheck(d: Deps): HealthCheck {
+  const f = health.settlements(d.store.db);
   const s = settlementHealth(d);
-  if (s.stuck > 0) reasons.push(`${s.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${s.oldestUnminedSeconds} s)`);
-  if (s.failed > 0) reasons.push(`${s.failed} stream(s) whose last settlement failed (retried with backoff; see streams finality)`);
+  const problems: Array<[CheckStatus, string]> = [];
+  if (s.stuck) problems.push(['degraded', `${s.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${s.oldestUnminedSeconds} s): rebroadcast and replaced; see streams finality`]);
+  if (f.failed) problems.push(['degraded', `${f.failed} stream(s) whose latest settlement failed (retried with backoff)`]);
   const funding = d.funding?.unavailable();
-  if (funding) reasons.push(funding);
-  return { status: reasons.length ? 'degraded' : 'ok', reasons };
+  if (funding) problems.push(['degraded', `${funding}: funded streams answer 503`]);
+  return check('settlements', problems, {
+    inFlight: f.inFlight, stuck: s.stuck, checkpointed: f.checkpointed, failed: f.failed, oldestOpenAgeSeconds: ageSeconds(d, f.oldestOpenAt),
+    byAsset: f.byAsset.map((a) => ({ asset: a.asset, streams: a.streams, unsettledMicro: a.unsettledMicro.toString(), finalMicro: a.finalMicro.toString() })),
+  });
+}
+
+function subscriptionsCheck(d: Deps): HealthCheck {
+  const r = health.subscriptions(d.store.db);
+  const problems: Array<[CheckStatus, string]> = [];
+  if (r.failing) problems.push(['degraded', `${r.failing} subscription(s) failing since ${iso(r.failing_since)}`]);
+  return check('subscriptions', problems, { active: r.total, failing: r.failing, disabled: r.disabled });
+}
+
+/** In display order. Other modules append theirs (e.g. settlements stuck past a limit). */
+export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, settlementsCheck, subscriptionsCheck];
+
+export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Verdict> {
+  const checks: HealthCheck[] = [];
+  try {
+    health.ping(d.store.db);
+    checks.push(check('store', [], { nodes: health.nodes(d.store.db) }));
+  } catch (err) {
+    // Without the store nothing else can be read: one check, down.
+    checks.push(check('store', [['down', `the store does not answer (${(err as Error).name})`]], {}));
+  }
+  if (checks[0]!.status === 'ok') {
+    for (const fn of HEALTH_CHECKS) {
+      try {
+        checks.push(await fn(d, s));
+      } catch (err) {
+        checks.push(check(fn.name.replace(/Check$/, '') || 'check', [['degraded', `could not be computed (${(err as Error).name})`]], {}));
+      }
+    }
+  }
+  const status: CheckStatus = checks.some((c) => c.status === 'down') ? 'down' : checks.some((c) => c.status === 'degraded') ? 'degraded' : 'ok';
+  return { status, version: VERSION, reasons: checks.filter((c) => c.reason && c.status !== 'ok').map((c) => `${c.name}: ${c.reason}`), checks, asOf: new Date(d.now()).toISOString() };
 }

@@ -2,11 +2,12 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { parseMicro, parsePositiveMicro } from '../domain/amount.js';
 import type { VerifiedClaims, VerifyResult } from '../domain/credential.js';
-import { notFound, refused, unavailable } from '../domain/errors.js';
+import { invalidRequest, notFound, refused, unavailable } from '../domain/errors.js';
 import { effectiveCap, fundingSource, FundingUnavailable, type FundingCheck } from '../domain/funding.js';
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
+import { finalityReason } from './finality-reason.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { settlements } from '../store/settlements.js';
@@ -219,6 +220,7 @@ export function finalityOf(d: Deps, row: StreamRow) {
       voucher: row.billed_voucher,
     },
     unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(),
+    reason: finalityReason(d, row),
     funding: { status: row.funding_status, reason: row.funding_reason, fundedMicro: row.funding_limit_micro === null ? null : row.funding_limit_micro.toString() },
     settlement: inProgress(d, row),
     asOf: iso(d.now()),
@@ -244,10 +246,23 @@ function inProgress(d: Deps, row: StreamRow) {
 
 export const finality = (d: Deps, nodeId: string, id: string) => finalityOf(d, requireStream(d, nodeId, id));
 
-export function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number) {
-  const after = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '';
-  const rows = streams.page(d.store.db, nodeId, after, limit + 1, windowStart(d));
+export interface ListOptions { status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }
+
+/** The cursor is the page's last position: its id (sort=id, as before), or `updated_at:id` (sort=activity). */
+function readCursor(cursor: string | undefined, sort: 'id' | 'activity'): { afterId: string; afterAt: number | null } {
+  if (!cursor) return { afterId: '', afterAt: null };
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  if (sort === 'id') return { afterId: text, afterAt: null };
+  const m = /^(\d{1,16}):(.*)$/s.exec(text);
+  if (!m) throw invalidRequest('invalid request: cursor: not a cursor of sort=activity', { issues: [{ path: 'cursor', message: 'not a cursor of this sort' }] });
+  return { afterId: m[2]!, afterAt: Number(m[1]) };
+}
+
+export function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number, o: ListOptions = {}) {
+  const sort = o.sort ?? 'id';
+  const rows = streams.list(d.store.db, nodeId, { status: o.status ?? 'all', sort, ...readCursor(cursor, sort), limit: limit + 1, windowStart: windowStart(d), now: d.now() });
   const page = rows.slice(0, limit);
+  const last = page[page.length - 1];
   return {
     data: page.map((row) => {
       const h = headroomOf(d, row);
@@ -255,10 +270,12 @@ export function listStreams(d: Deps, nodeId: string, cursor: string | undefined,
         stream: row.id, budget: row.budget, payer: row.payer, issuer: row.issuer, mode: row.mode, asset: row.asset,
         status: h.status, degradationStage: h.degradationStage, capMicro: h.capMicro, billedMicro: h.billedMicro,
         remainingCapMicro: h.remainingCapMicro, finality: row.frontier_finality, finalMicro: row.final_micro.toString(),
+        checkpointedMicro: row.checkpointed_micro.toString(),
         unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(), expiresAt: iso(row.exp * 1000),
+        lastActivityAt: iso(row.updated_at),
       };
     }),
-    nextCursor: rows.length > limit ? Buffer.from(page[page.length - 1]!.id, 'utf8').toString('base64url') : null,
+    nextCursor: rows.length > limit && last ? Buffer.from(sort === 'id' ? last.id : `${last.updated_at}:${last.id}`, 'utf8').toString('base64url') : null,
   };
 }
 

@@ -145,7 +145,14 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
     const now = d.now();
     const queued = subs
       .filter((s) => s.status === 'active' && matches(s, e.type))
-      .map((s) => ({ subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) }));
+      .map((s) => {
+        // A delivery of this event still waiting (retrying) is the one to complete: brought forward, never doubled by
+        // a second row that would send again when the old one's retry comes due. One in flight right now may already
+        // be acknowledged: a replay asked for another send, so it gets a new row.
+        const pending = deliveries.pendingFor(d.store.db, e.seq, s.id);
+        if (pending && !pending.in_flight && deliveries.dueNow(d.store.db, pending.id, now)) return { subscription: s.id, deliveryId: pending.id };
+        return { subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) };
+      });
     return { event: e.id, queued };
   }).immediate();
   d.wakeDelivery?.();

@@ -30,9 +30,49 @@ export interface Store {
 
 export const DB_FILE = 'node-svc.db';
 
-/** Data dir: NODE_SVC_DATA_DIR, else --data-dir, else ./data (issue 2). */
+/** Data dir: --data-dir, else NODE_SVC_DATA_DIR, else ./data (flag > environment > default, as every setting). */
 export function resolveDataDir(flag?: string): string {
-  return resolve(process.env.NODE_SVC_DATA_DIR || flag || 'data');
+  return resolve(flag || process.env.NODE_SVC_DATA_DIR || 'data');
+}
+
+/** SQLite's online backup of any database file into `dest` (reads the source's WAL too, whatever its schema). */
+export async function copyDatabase(source: string, dest: string): Promise<void> {
+  const addon = addonPath();
+  const db = new Database(source, { readonly: true, fileMustExist: true, ...(addon ? { nativeBinding: addon } : {}) });
+  try {
+    await db.backup(dest);
+  } finally {
+    db.close();
+  }
+}
+
+/** Is `file` a node-svc database this build can open? Checked before a restore touches anything. */
+export function validateBackup(file: string): { schema: number } {
+  let db: Db;
+  try {
+    const addon = addonPath();
+    db = new Database(file, { readonly: true, fileMustExist: true, ...(addon ? { nativeBinding: addon } : {}) });
+  } catch (err) {
+    throw new NodeSvcError('store', `cannot open ${file} as a database (${(err as Error).message})`, { hint: 'give a file written by node-svc backup' });
+  }
+  try {
+    let schema: number;
+    let ok: string;
+    let tables: number;
+    try {
+      schema = db.pragma('user_version', { simple: true }) as number;
+      ok = db.pragma('quick_check', { simple: true }) as string;
+      tables = (db.prepare("SELECT COUNT(*) AS n FROM sqlite_master WHERE type = 'table' AND name IN ('nodes', 'streams', 'events')").get() as { n: number }).n;
+    } catch (err) {
+      throw new NodeSvcError('store', `${file} is not a node-svc backup (${(err as Error).message})`);
+    }
+    if (tables !== 3 || schema < 10) throw new NodeSvcError('store', `${file} is not a node-svc backup (no node-svc tables)`);
+    if (schema > LATEST_VERSION) throw new NodeSvcError('store', `${file} was written by a newer node-svc (schema ${schema}; this build knows up to ${LATEST_VERSION})`, { hint: 'upgrade node-svc first' });
+    if (ok !== 'ok') throw new NodeSvcError('store', `${file} is damaged (integrity check: ${ok})`);
+    return { schema };
+  } finally {
+    db.close();
+  }
 }
 
 /**
@@ -43,8 +83,15 @@ export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): S
   const path = join(dataDir, DB_FILE);
   if (opts.readonly && !existsSync(path))
     throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-  if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
+  } catch (err) {
+    // An expected condition (a data dir we may not write, a file where a dir should be): named, not an internal error.
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'ENOTDIR' || code === 'EEXIST' ? 'a file is in the way' : code === 'EROFS' ? 'read-only file system' : (err as Error).message;
+    throw new NodeSvcError('store', `cannot use the data dir ${dataDir}: ${why}`, { hint: 'pass --data-dir (or NODE_SVC_DATA_DIR) pointing at a directory this user can write' });
+  }
   let db: Db;
   try {
     const addon = addonPath();

@@ -49,10 +49,6 @@ export const settlements = {
     const r = stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at DESC, rowid DESC LIMIT 1', true).get(nodeId, stream) as SettlementRow | undefined;
     return r && r.status !== 'final' ? r : undefined;
   },
-  /** Streams whose newest settlement failed. */
-  failingStreams: (db: Db) =>
-    Number((stmt(db, `SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND NOT EXISTS (
-        SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`).get() as { n: number }).n),
   /** Settlements sent but not mined/captured for longer than `stuckAfterMs`, and failed ones not yet superseded. */
   health: (db: Db, now: number, stuckAfterMs: number) =>
     stmt(db, `SELECT

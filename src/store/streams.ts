@@ -65,6 +65,25 @@ const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE
 // A stream's standing and the credential it was registered with: the read of every repeated verify.
 const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`;
+/** Not open: what `standing` calls revoked, exhausted, budget halted or released, or expired (bound: now in ms). */
+const CLOSED = "(s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status IN ('halted', 'released'), 0) OR s.exp * 1000 <= @now)"; // COALESCE: NOT NULL is not true
+const FILTER = { all: '', open: `AND NOT ${CLOSED}`, closed: `AND ${CLOSED}` } as const;
+const listSql = (status: keyof typeof FILTER, sort: 'id' | 'activity') =>
+  `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE.replace('?', '@windowStart')} ${JOINS} WHERE s.node_id = @node ${FILTER[status]} ` +
+  (sort === 'id'
+    ? 'AND s.id > @afterId ORDER BY s.id LIMIT @limit'
+    : 'AND (@afterAt IS NULL OR s.updated_at < @afterAt OR (s.updated_at = @afterAt AND s.id < @afterId)) ORDER BY s.updated_at DESC, s.id DESC LIMIT @limit');
+
+export interface ListQuery {
+  status: 'open' | 'closed' | 'all';
+  sort: 'id' | 'activity';
+  /** Keyset position: the last row of the previous page (its id, and its updated_at for sort=activity). */
+  afterId: string;
+  afterAt: number | null;
+  limit: number;
+  windowStart: number;
+  now: number;
+}
 
 /** What a stream's standing (payable or why not) is computed from. */
 export type StandingRow = Pick<StreamRow,
@@ -149,6 +168,10 @@ export const streams = {
       ORDER BY s.updated_at LIMIT ?`, true).all(mode, now, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
   released: (db: Db, nodeId: string, id: string, now: number) =>
     stmt(db, 'UPDATE streams SET funding_released_at = ? WHERE node_id = ? AND id = ?').run(now, nodeId, id),
+  /** A page filtered by open/closed and ordered by id or by last activity (newest first), keyset-paged. */
+  list: (db: Db, nodeId: string, q: ListQuery) =>
+    (stmt(db, listSql(q.status, q.sort), true).all({ node: nodeId, afterId: q.afterId, afterAt: q.afterAt, limit: q.limit, windowStart: q.windowStart, now: q.now }) as Record<string, unknown>[])
+      .map((r) => toStream(r) as StreamRow & HeadroomRow),
   inBudget: (db: Db, nodeId: string, budget: string) =>
     (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
 };

@@ -57,6 +57,18 @@ export const deliveries = {
   },
   cancelPending: (db: Db, subscriptionId: string) =>
     stmt(db, "UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'").run(subscriptionId).changes,
+  /**
+   * The pending delivery of an event to a subscription, if any, and whether it is in flight (claimed, its attempt not
+   * recorded yet): a replay brings that one forward instead of queueing a second send.
+   */
+  pendingFor: (db: Db, eventSeq: number, subscriptionId: string) =>
+    stmt(db, `SELECT d.id, d.attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = d.id) AS in_flight
+      FROM deliveries d WHERE d.event_seq = ? AND d.subscription_id = ? AND d.status = 'pending' ORDER BY d.created_at LIMIT 1`)
+      .get(eventSeq, subscriptionId) as { id: string; in_flight: number } | undefined,
+  /** Due now (a replay of a retrying delivery), unless it is claimed meanwhile. */
+  dueNow: (db: Db, id: string, now: number) =>
+    stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending'
+      AND attempts = (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`).run(now, id).changes,
   nextDue: (db: Db) =>
     (stmt(db, `SELECT MIN(d.next_attempt_at) AS t FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
       WHERE d.status = 'pending' AND s.status = 'active'`).get() as { t: number | null }).t,

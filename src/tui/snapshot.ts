@@ -20,6 +20,9 @@ export interface StreamRow {
   finalMicro: string;
   unsettledMicro: string;
   expiresAt: string;
+  /** Present from daemons with contract 1.1.0 on. */
+  checkpointedMicro?: string;
+  lastActivityAt?: string;
 }
 
 export interface LastError {
@@ -67,8 +70,17 @@ const ATTEMPTS_PAGE = 50;
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
-export async function fetchSnapshot(client: Client): Promise<Snapshot> {
-  const [page, hooks] = await Promise.all([client.listStreams({ limit: STREAM_PAGE }), client.listWebhooks()]);
+export interface SnapshotOptions {
+  /** Closed streams too (revoked, exhausted, budget halted or released, expired); default: open ones only. */
+  closed?: boolean;
+}
+
+/**
+ * Streams come from the daemon newest activity first and filtered there (open, or all), so the view never depends
+ * on which 500 ids sort first as text; then those needing attention (critical, halted) move to the top.
+ */
+export async function fetchSnapshot(client: Client, o: SnapshotOptions = {}): Promise<Snapshot> {
+  const [page, hooks] = await Promise.all([client.listStreams({ limit: STREAM_PAGE, sort: 'activity', status: o.closed ? 'all' : 'open' }), client.listWebhooks()]);
   const webhooks = await Promise.all(
     hooks.data.map(async (s: Json): Promise<WebhookRow> => {
       const row: WebhookRow = {
@@ -87,8 +99,32 @@ export async function fetchSnapshot(client: Client): Promise<Snapshot> {
       return row;
     }),
   );
-  return { streams: page.data as unknown as StreamRow[], moreStreams: page.nextCursor !== null, webhooks, at: new Date().toISOString() };
+  return { streams: byAttention(page.data as unknown as StreamRow[]), moreStreams: page.nextCursor !== null, webhooks, at: new Date().toISOString() };
 }
+
+const ATTENTION: Record<Stage, number> = { critical: 0, halted: 0, low: 1, normal: 1 };
+/** Critical and halted first, otherwise the order given (most recent activity first): a stable sort. */
+export const byAttention = (rows: StreamRow[]): StreamRow[] =>
+  rows.map((r, i) => [r, i] as const).sort((a, b) => (ATTENTION[a[0].degradationStage] ?? 1) - (ATTENTION[b[0].degradationStage] ?? 1) || a[1] - b[1]).map(([r]) => r);
+
+export interface Totals { asset: string; billedMicro: bigint; unsettledMicro: bigint; checkpointedMicro: bigint; finalMicro: bigint; streams: number }
+/** Sums per asset (never across assets), in BigInt. */
+export function totals(rows: StreamRow[]): Totals[] {
+  const by = new Map<string, Totals>();
+  for (const r of rows) {
+    let t = by.get(r.asset);
+    if (!t) by.set(r.asset, (t = { asset: r.asset, billedMicro: 0n, unsettledMicro: 0n, checkpointedMicro: 0n, finalMicro: 0n, streams: 0 }));
+    t.billedMicro += BigInt(r.billedMicro);
+    t.unsettledMicro += BigInt(r.unsettledMicro);
+    t.checkpointedMicro += BigInt(r.checkpointedMicro ?? '0');
+    t.finalMicro += BigInt(r.finalMicro);
+    t.streams++;
+  }
+  return [...by.values()].sort((a, b) => (a.asset < b.asset ? -1 : 1));
+}
+
+/** A subscription whose latest attempts fail is failing, whatever its status says. */
+export const isFailing = (w: WebhookRow) => w.status === 'active' && w.failingSince !== null;
 
 export async function fetchDetail(client: Client, stream: string): Promise<StreamDetail> {
   const [headroom, finality] = await Promise.all([client.headroom(stream), client.finality(stream)]);

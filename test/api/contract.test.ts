@@ -60,7 +60,7 @@ describe('the generated contract document', () => {
     expect((await new Validator().validate(broken)).valid).toBe(false);
   });
 
-  it('(b) openapi 3.1.0, info.version 1.1.0', () => {
+  it('(b) openapi 3.1.0, info.version 1.1.0 (additive changes of issues #11, #12, #13, #17)', () => {
     expect(doc.openapi).toBe('3.1.0');
     expect(doc.info).toMatchObject({ version: '1.1.0', title: expect.any(String) });
   });

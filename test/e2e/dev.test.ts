@@ -168,10 +168,13 @@ describe('node-svc dev (escrow sandbox)', () => {
 
   it('dev credential mints a JWS that the offline verify accepts for dev-node', async () => {
     expect(existsSync(join(dir.dataDir, 'sandbox.json'))).toBe(true);
-    const minted = await runCli(['dev', 'credential', '--stream', 'x', '--data-dir', dir.dataDir]);
+    const minted = await runCli(['dev', 'credential', '--stream', 'x', '--data-dir', dir.dataDir, '--json']);
     expect(minted.code, minted.stderr).toBe(0);
     const jws = json<{ credential: string }>(minted.stdout).credential;
     expect(jws).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+$/);
+    // Piped without --json: the bare JWS, so JWS=$(node-svc dev credential …) works.
+    const bare = await runCli(['dev', 'credential', '--stream', 'x', '--data-dir', dir.dataDir]);
+    expect(bare.stdout).toMatch(/^[\w-]+\.[\w-]+\.[\w-]+\n$/);
     const v = await runCli(['verify', jws, '--node', 'dev-node', '--data-dir', dir.dataDir]);
     expect(v.code, v.stdout + v.stderr).toBe(0);
     const out = json(v.stdout);

@@ -221,7 +221,7 @@ describe('escrow funding, one channel per stream, final from the chain', () => {
     expect(await chain.balanceOf(chain.operator.address)).toBe(payee0); // nothing was paid by our transaction
     const health = await http(daemon.url, '/healthz');
     expect(health.body).toMatchObject({ status: 'degraded' });
-    expect(health.body.reasons.join(' ')).toMatch(/last settlement failed/);
+    expect(health.body.reasons.join(' ')).toMatch(/latest settlement failed/);
   });
 
   it('a stalled transaction (miner stopped) is visible, rebroadcast and replaced; it recovers and pays exactly once', async () => {

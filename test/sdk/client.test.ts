@@ -64,8 +64,9 @@ const ENC = encodeURIComponent(ID);
 
 /** One call per client method, with arguments that exercise its optional parts. */
 const calls: Record<Exclude<keyof Client, 'call'>, (c: Client) => Promise<unknown>> = {
+  node: (c) => c.node(),
   verifyAllowance: (c) => c.verifyAllowance('a.b.c'),
-  listStreams: (c) => c.listStreams({ limit: 5, cursor: 'cur' }),
+  listStreams: (c) => c.listStreams({ limit: 5, cursor: 'cur', status: 'open', sort: 'activity' }),
   verifyStream: (c) => c.verifyStream(ID),
   headroom: (c) => c.headroom(ID),
   finality: (c) => c.finality(ID),
@@ -126,7 +127,7 @@ describe('createClient against the OpenAPI document', () => {
     expect(JSON.parse(find('POST', '/v1/webhooks').body)).toEqual({ url: 'http://127.0.0.1:1/hook', events: ['budget.halted'], schemaVersion: '1.0.0' });
     expect(JSON.parse(find('POST', `/v1/webhooks/${ENC}/rotate-secret`).body)).toEqual({ overlapSeconds: 60 });
     expect(JSON.parse(find('POST', `/v1/events/${ENC}/redeliver`).body)).toEqual({ subscription: 'whk_1' });
-    expect(find('GET', '/v1/streams?').url).toBe('/v1/streams?limit=5&cursor=cur');
+    expect(find('GET', '/v1/streams?').url).toBe('/v1/streams?limit=5&cursor=cur&status=open&sort=activity');
     expect(find('GET', '/v1/events').url).toBe('/v1/events?type=budget.halted&limit=3');
     expect(find('GET', `/v1/webhooks/${ENC}/deliveries`).url).toBe(`/v1/webhooks/${ENC}/deliveries?limit=2`);
     expect(find('DELETE', `/v1/webhooks/${ENC}`).body).toBe('');

@@ -1,12 +1,13 @@
 // `node-svc watch` against the real daemon: the ink view rendered into a fake terminal (a Writable with columns, rows
 // and isTTY, and a raw-mode stdin we type into), and the piped snapshot through the real CLI.
+import { execFileSync, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer, type AddressInfo, type Server, type Socket, connect } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import { stripVTControlCharacters } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { createClient } from '../../src/sdk/client.js';
-import { json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
+import { BIN, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { issuerKeyPair, mintCredential, payerKeyPair, signVoucher, type KeyPair } from '../helpers/issuer.js';
 import { ack, always, startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -16,6 +17,8 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 // Colours are part of what is tested; chalk reads this when ink is first imported (below, dynamically).
 process.env.FORCE_COLOR = '1';
 const tui = await import('../../src/tui/watch.js');
+const { render: inkRender } = await import('ink');
+const React = (await import('react')).default;
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const tag = Math.random().toString(36).slice(2, 7);
@@ -137,6 +140,12 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
       stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug: true,
     });
 
+    // Closed streams (the exhausted one) are hidden at start; `c` shows them.
+    const open = await term.waitFor((s) => [ID.normal, ID.low, ID.critical].every((id) => s.includes(id)) && s.includes(failingId), 'the open streams');
+    expect(open).not.toContain(ID.halted);
+    expect(open).toMatch(/c closed/);
+    expect(open).toMatch(/3 open streams/);
+    term.press('c');
     const text = await term.waitFor((s) => Object.values(ID).every((id) => s.includes(id)) && s.includes(failingId) && s.includes(healthyId), 'all streams and subscriptions');
     for (const [stage, id] of Object.entries(ID) as [keyof typeof ID, string][]) {
       expect(lineOf(text, id), id).toContain(` ${stage} `);
@@ -198,7 +207,7 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
       stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug: true,
     });
     const down = await term.waitFor((s) => s.includes('cannot reach the daemon'), 'the error');
-    expect(down).toMatch(/✗ cannot reach the daemon at http:\/\/127\.0\.0\.1:\d+ \(ECONNREFUSED\) — retrying every 0\.15s/);
+    expect(down).toMatch(/✗ cannot reach the daemon at http:\/\/127\.0\.0\.1:\d+ \(connection refused: nothing is listening there\) — retrying every 0\.15s/);
     expect(down).toContain('no data yet');
     await sleep(400); // a few failing ticks later it is still running
     expect(term.text).toContain('cannot reach the daemon');
@@ -220,6 +229,158 @@ describe('watch TUI (ink, fake terminal, real daemon)', () => {
     } finally {
       for (const s of sockets) s.destroy();
       await new Promise((r) => proxy.close(r));
+    }
+  });
+});
+
+describe('watch TUI: attention order, filter, totals, keys, alternate screen', () => {
+  const start = (term: FakeTerminal, debug = true) =>
+    tui.runWatch({
+      client: createClient({ url: daemon.url, token }), url: daemon.url, intervalMs: 200,
+      stdout: term.stdout as unknown as NodeJS.WriteStream, stdin: term.stdin as unknown as NodeJS.ReadStream, debug,
+    });
+  const order = (s: string) => s.split('\n').map((l) => Object.values(ID).find((id) => l.includes(id))).filter(Boolean);
+
+  it('critical and halted first, then most recent activity; totals per asset; a failing subscription is not green', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    term.press('c');
+    const text = await term.waitFor((s) => Object.values(ID).every((id) => s.includes(id)) && s.includes('TOTAL'), 'all streams');
+    const o = order(text);
+    // critical and halted (attention) above low and normal; within each group newest activity first (low was billed after normal)
+    expect(o.slice(0, 2).sort()).toEqual([ID.critical, ID.halted].sort());
+    expect(o.slice(2)).toEqual([ID.low, ID.normal]);
+    // 0.1 + 0.85 + 0.96 + 1.0 billed; nothing settled yet
+    expect(lineOf(text, 'TOTAL')).toMatch(/USDC: billed 2\.910000\s+unsettled 2\.910000\s+checkpointed 0\.000000\s+final 0\.000000/);
+    expect(lineOf(text, failingId)).toMatch(/failing since \d{4}-/);
+    expect(lineOf(text, healthyId)).toMatch(/active/);
+    term.press('q');
+    await done;
+  });
+
+  it('/ filters by id (esc clears), ? shows the keys, End/Home jump', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    await term.waitFor((s) => s.includes(ID.critical), 'streams');
+    term.press('/');
+    for (const ch of ID.low) term.press(ch);
+    const filtered = await term.waitFor((s) => !s.includes(ID.normal) && s.includes(ID.low), 'filtered');
+    expect(filtered).not.toContain(ID.critical);
+    expect(filtered).toMatch(/1 of 3 open streams/);
+    term.press(KEY.enter);
+    term.press('\x1b');
+    await term.waitFor((s) => s.includes(ID.normal) && s.includes(ID.critical), 'filter cleared');
+    term.press('?');
+    const help = await term.waitFor((s) => s.includes('filter by stream id'), 'help');
+    expect(help).toMatch(/Home\/End\s+first \/ last/);
+    term.press('?');
+    await term.waitFor((s) => !s.includes('filter by stream id'), 'help closed');
+    const selected = (s: string) => Object.values(ID).find((id) => lineOf(s, id).trimStart().startsWith('›'));
+    term.press('\x1b[F'); // End
+    await term.waitFor((s) => selected(s) === ID.normal, 'last row selected');
+    term.press('\x1b[H'); // Home
+    await term.waitFor((s) => selected(s) === ID.critical, 'first row selected');
+    term.press('q');
+    await done;
+  });
+
+  it('tab drills into a subscription: its recent deliveries, failures and next attempt', async () => {
+    const term = new FakeTerminal();
+    const done = start(term);
+    await term.waitFor((s) => s.includes(failingId) && s.includes(healthyId), 'subscriptions');
+    term.press('\t');
+    const focused = await term.waitFor((s) => lineOf(s, failingId).trimStart().startsWith('›'), 'first subscription selected');
+    expect(focused).toMatch(/tab back to streams/);
+    term.press(KEY.enter);
+    const panel = await term.waitFor((s) => /TRY\s+STATUS\s+OUTCOME/.test(s), 'deliveries of the failing subscription');
+    const attempt = panel.split('\n').find((l) => /\bfailed\b/.test(l) && l.includes('evt_')) ?? '';
+    expect(attempt).toMatch(/\s+1\s+500\s+failed\s+next \d{4}-.*receiver answered HTTP 500/);
+    expect(panel).toMatch(new RegExp(`${failingId}\\s+0 delivered, 0 pending, 1 retrying, 0 dead`));
+    term.press(KEY.down);
+    await term.waitFor((s) => new RegExp(`${healthyId}\\s+1 delivered`).test(s), 'the healthy one');
+    expect(term.text).toMatch(/\s+1\s+204\s+delivered/);
+    term.press('\t');
+    await term.waitFor((s) => !/TRY\s+STATUS\s+OUTCOME/.test(s), 'back to streams, panel closed');
+    term.press('q');
+    await done;
+  });
+
+  it('uses extra width for long stream ids, and clips them on a narrow terminal', () => {
+    expect(tui.idWidthFor(80)).toBe(28);
+    expect(tui.idWidthFor(200)).toBeGreaterThan(tui.idWidthFor(80));
+    const long = 'a-stream-id-that-is-longer-than-forty-characters-x';
+    const row = { stream: long, budget: 'b', payer: 'p', mode: 'escrow', asset: 'USDC', status: 'open', degradationStage: 'normal' as const, capMicro: '10', billedMicro: '1', remainingCapMicro: '9', finality: 'none' as const, finalMicro: '0', unsettledMicro: '1', expiresAt: '' };
+    const wide = new FakeTerminal(200, 30);
+    const narrow = new FakeTerminal(80, 30);
+    for (const [term, cols] of [[wide, 200], [narrow, 80]] as const) {
+      const app = inkRender(React.createElement(tui.StreamTable, { streams: [row], selected: 0, maxRows: 5, barWidth: tui.barWidthFor(cols), idWidth: tui.idWidthFor(cols) }), { stdout: term.stdout as never, debug: true, patchConsole: false });
+      app.unmount();
+    }
+    const all = (t: FakeTerminal) => stripVTControlCharacters(t.frames.join(''));
+    expect(all(wide)).toContain(long);
+    expect(all(narrow)).not.toContain(long);
+    expect(all(narrow)).toContain(`${long.slice(0, 27)}…`);
+  });
+
+  it('keeps the header and the keys line on an 80x24 terminal', async () => {
+    const term = new FakeTerminal(80, 24);
+    const done = start(term);
+    const text = await term.waitFor((s) => s.includes(ID.critical) && s.includes('q quit'), 'frame');
+    const lines = text.replace(/\n+$/, '').split('\n');
+    expect(lines[0]).toMatch(/^node-svc watch/);
+    expect(lines.length).toBeLessThanOrEqual(24);
+    term.press('q');
+    await done;
+  });
+
+  it('uses the alternate screen on a terminal, and leaves it on quit', async () => {
+    const term = new FakeTerminal();
+    const done = start(term, false);
+    // Without debug, ink writes diffs: look through everything written so far.
+    for (let i = 0; !term.frames.join('').includes(ID.critical); i++) {
+      if (i > 300) throw new Error('no frame with the streams');
+      await sleep(50);
+    }
+    term.press('q');
+    await done;
+    const all = term.frames.join('');
+    expect(all.startsWith('\x1b[?1049h')).toBe(true);
+    expect(all.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(all.lastIndexOf(ID.critical));
+  });
+});
+
+const hasScript = (() => {
+  try {
+    execFileSync('script', ['--version'], { stdio: 'ignore' });
+    return true;
+  } catch {
+    return false;
+  }
+})();
+
+describe('watch in a real pseudo-terminal (util-linux script)', () => {
+  // `script` gives the real CLI a terminal on stdin and stdout; q typed after the first frames ends it.
+  const inPty = (env: string) =>
+    new Promise<string>((resolve, reject) => {
+      // script's terminal starts at 0x0 columns and rows: give it a real size first.
+      const cmd = `stty cols 160 rows 50; ${env} "${process.execPath}" "${BIN}" watch --url ${daemon.url} --token ${token}`;
+      const child = spawn('script', ['-qfc', cmd, '/dev/null'], { stdio: ['pipe', 'pipe', 'inherit'] });
+      let out = '';
+      child.stdout.setEncoding('utf8').on('data', (d: string) => { out += d; });
+      const timer = setTimeout(() => { child.kill('SIGKILL'); reject(new Error(`watch did not quit: ${out.slice(-500)}`)); }, 30_000);
+      const poll = setInterval(() => { if (out.includes(ID.critical)) { clearInterval(poll); child.stdin.write('q'); } }, 100);
+      child.once('exit', () => { clearTimeout(timer); clearInterval(poll); resolve(out); });
+    });
+
+  it.runIf(hasScript)('honours NO_COLOR (no colour codes at all) and uses the alternate screen either way', async () => {
+    const plain = await inPty('NO_COLOR=1');
+    expect(plain).toContain(ID.critical);
+    expect(plain.match(/\x1b\[[0-9;]*m/g) ?? []).toHaveLength(0);
+    const coloured = await inPty('');
+    expect((coloured.match(/\x1b\[[0-9;]*m/g) ?? []).length).toBeGreaterThan(10);
+    for (const out of [plain, coloured]) {
+      expect(out).toContain('\x1b[?1049h');
+      expect(out.lastIndexOf('\x1b[?1049l')).toBeGreaterThan(out.lastIndexOf(ID.critical));
     }
   });
 });

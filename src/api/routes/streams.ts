@@ -6,7 +6,7 @@ import type { Deps } from '../../service/deps.js';
 import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
 import { verifyCredential } from '../../service/streams.js';
 import {
-  CredentialRefusal, FinalityView, Headroom, Paging, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
+  CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
   VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses,
 } from '../schemas.js';
 import { problem } from '../problem.js';
@@ -54,13 +54,13 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
 
   app.openapi(
     createRoute({
-      method: 'get', path: '/v1/streams', tags: ['streams'], security, operationId: 'listStreams', summary: "The caller's streams, by id, cursor-paginated",
-      request: { query: Paging },
+      method: 'get', path: '/v1/streams', tags: ['streams'], security, operationId: 'listStreams', summary: "The caller's streams, by id or by last activity, open or closed, cursor-paginated",
+      request: { query: StreamListQuery },
       responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429) },
     }),
     (c) => {
       const q = c.req.valid('query');
-      return c.json(listStreams(d, c.get('node'), q.cursor, q.limit), 200);
+      return c.json(listStreams(d, c.get('node'), q.cursor, q.limit, { status: q.status, sort: q.sort }), 200);
     },
   );
 

@@ -1,7 +1,8 @@
-import { existsSync } from 'node:fs';
-import { resolve } from 'node:path';
-import { usageError } from '../../domain/errors.js';
-import { openStore, resolveDataDir } from '../../store/db.js';
+import { chmodSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { NodeSvcError, usageError } from '../../domain/errors.js';
+import { copyDatabase, DB_FILE, openStore, resolveDataDir, validateBackup } from '../../store/db.js';
+import { lockDataDir } from '../../store/lock.js';
 import { progressBar } from '../progress.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
@@ -22,9 +23,49 @@ export async function backup(g: GlobalOptions, file: string, o: { force?: boolea
     bar.end();
     return {
       data: { file: target, pages: r.totalPages, ms: Date.now() - started },
-      human: `backed up ${store.path} to ${target} (${r.totalPages} pages, ${Date.now() - started} ms)\nrestore: stop the daemon, copy it over ${store.path}`,
+      human: `backed up ${store.path} to ${target} (${r.totalPages} pages, ${Date.now() - started} ms)\nrestore: node-svc restore ${target} (with the daemon stopped)`,
     };
   } finally {
     store.close();
+  }
+}
+
+/**
+ * Put a backup in place of the store. Refused while a daemon runs on the data dir (its lock is held meanwhile, so
+ * none starts). The backup is checked first; the current database and its WAL files are moved aside, not deleted.
+ */
+export async function restore(g: GlobalOptions, file: string): Promise<CommandResult> {
+  const source = resolve(file);
+  if (!existsSync(source)) throw usageError(`${source} does not exist`, 'give a file written by node-svc backup');
+  const dataDir = resolveDataDir(g.dataDir);
+  const info = validateBackup(source); // before anything in the data dir is touched
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const unlock = lockDataDir(dataDir, 'stop the daemon (SIGTERM), then restore');
+  try {
+    const db = join(dataDir, DB_FILE);
+    const incoming = `${db}.restoring`;
+    rmSync(incoming, { force: true });
+    // A copy through SQLite (not a file copy): the backup may itself be in WAL mode with a -wal beside it.
+    await copyDatabase(source, incoming);
+    chmodSync(incoming, 0o600);
+    let keptAs: string | null = null;
+    const present = ['', '-wal', '-shm'].filter((suffix) => existsSync(db + suffix));
+    if (present.length) {
+      keptAs = `${db}.before-restore-${new Date().toISOString().replace(/[:.]/g, '-')}`;
+      // The WAL belongs to its database: the files move together, so the old store stays whole and no old WAL is
+      // ever replayed into the restored one (even a stray -wal without its database).
+      for (const suffix of present) renameSync(db + suffix, keptAs + suffix);
+    }
+    renameSync(incoming, db);
+    openStore(dataDir).close(); // migrates a backup made by an older node-svc; proves it opens
+    return {
+      data: { restored: source, dataDir, schema: info.schema, previous: keptAs },
+      human: `restored ${source} into ${db} (schema ${info.schema})${keptAs ? `\nthe previous store is kept as ${keptAs}` : ''}\nstart the daemon again: node-svc daemon`,
+    };
+  } catch (err) {
+    if (err instanceof NodeSvcError) throw err;
+    throw new NodeSvcError('store', `restore failed: ${(err as Error).message}`);
+  } finally {
+    unlock();
   }
 }

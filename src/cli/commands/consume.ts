@@ -1,6 +1,7 @@
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { usageError } from '../../domain/errors.js';
+import { formatMicro } from '../../domain/amount.js';
+import { configError, usageError } from '../../domain/errors.js';
 import { createConsumer, memoryStore, sqliteStore } from '../../sdk/consumer.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
@@ -16,7 +17,7 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
   const port = Number(o.port);
   if (!/^\d+$/.test(o.port) || port > 65535) throw usageError(`--port must be 0-65535, got "${o.port}"`);
   const consumer = createConsumer({ secret: secret.split(','), store: o.state ? await sqliteStore(o.state) : memoryStore() });
-  const json = !!g.json || !process.stdout.isTTY;
+  const json = g.format ? g.format !== 'table' : !!g.json || !process.stdout.isTTY;
   const server = createServer((req, res) => {
     const send = (status: number, body: unknown) => {
       res.writeHead(status, { 'content-type': 'application/json' });
@@ -40,7 +41,7 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
       consumer.handle(raw, req.headers).then(
         (r) => {
           const line = { at: new Date().toISOString(), status: r.status, ...(r.reason ? { reason: r.reason, detail: r.detail } : {}), ...(r.event ? { event: r.event } : {}) };
-          process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.at}  ${r.status.padEnd(9)} ${r.event ? `${r.event.type} ${r.event.id} ${JSON.stringify(r.event.data)}` : `${r.reason}: ${r.detail}`}\n`);
+          process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.at}  ${r.status.padEnd(9)} ${r.event ? describeEvent(r.event) : `${r.reason}: ${r.detail}`}\n`);
           if (r.status === 'rejected') return send(r.reason === 'bad_signature' ? 401 : 400, { status: r.status, reason: r.reason, detail: r.detail });
           send(200, { status: r.status });
         },
@@ -49,7 +50,11 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
     });
   });
   await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
+    server.once('error', (err: NodeJS.ErrnoException) => {
+      consumer.close();
+      // Expected at a start: named, not an internal error.
+      reject(err.code === 'EADDRINUSE' ? configError(`${o.host}:${port} is already in use`, 'stop what listens there, or pick another --port') : err);
+    });
     server.listen(port, o.host, () => resolve());
   });
   const a = server.address() as AddressInfo;
@@ -60,4 +65,13 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
     process.once('SIGTERM', stop);
   });
   return { data: undefined, human: '' };
+}
+
+/** One line per event for people: kind, what it is about, money as an asset amount (never raw micro units), the rest. */
+export function describeEvent(e: { id: string; type: string; data: Record<string, unknown> }): string {
+  const { amountMicro, asset, stream, budget, subscription, ...rest } = e.data as Record<string, unknown>;
+  const about = [stream, budget, subscription].filter((x) => typeof x === 'string').join(' ');
+  const money = typeof amountMicro === 'string' && /^\d+$/.test(amountMicro) ? formatMicro(amountMicro, typeof asset === 'string' ? asset : undefined) : '';
+  const more = Object.entries(rest).map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`).join(' ');
+  return [e.type.padEnd(24), about, money, more, e.id].filter(Boolean).join('  ');
 }

@@ -1,8 +1,8 @@
-import { usageError } from '../../domain/errors.js';
+import { configError, usageError } from '../../domain/errors.js';
 import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
 import { readConfigFile } from '../config-file.js';
-import { setLogLevel } from '../../log.js';
+import { LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { railFromFlags, type RailFlags } from '../../rails/config.js';
@@ -26,6 +26,7 @@ function int(name: string, v: string, min: number, max: number): number {
 
 /** Runs until SIGTERM/SIGINT: stop accepting, finish in-flight work, close the store, exit 0. */
 export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Record<string, string | undefined> = {}): Promise<CommandResult> {
+  if (LOG_LEVEL_PROBLEM) throw configError(LOG_LEVEL_PROBLEM);
   const dataDir = resolveDataDir(g.dataDir);
   const file = readConfigFile(dataDir);
   const f = { ...flags } as DaemonFlags & Record<string, string | undefined>;

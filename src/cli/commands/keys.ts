@@ -15,7 +15,7 @@ export async function add(g: GlobalOptions, issuer: string, source: string): Pro
 export const list = (g: GlobalOptions): Promise<CommandResult> =>
   withStore(g, (s) => {
     const data = listKeys(s);
-    return { data: { data }, human: data.length ? table(['KID', 'ALG', 'ISSUER', 'SOURCE'], data.map((k) => [k.kid, k.alg, k.issuer, k.source])) : 'no trusted keys yet: node-svc keys add --issuer <iss> <jwks-file-or-url>' };
+    return { data: { data }, rows: data, human: data.length ? table(['KID', 'ALG', 'ISSUER', 'SOURCE'], data.map((k) => [k.kid, k.alg, k.issuer, k.source])) : 'no trusted keys yet: node-svc keys add --issuer <iss> <jwks-file-or-url>' };
   });
 
 export const rm = (g: GlobalOptions, kid: string): Promise<CommandResult> =>

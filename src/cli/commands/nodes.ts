@@ -11,7 +11,7 @@ export const add = (g: GlobalOptions, id: string): Promise<CommandResult> =>
 export const list = (g: GlobalOptions): Promise<CommandResult> =>
   withStore(g, (s) => {
     const data = listNodes(s);
-    return { data: { data }, human: data.length ? table(['NODE', 'TOKEN', 'CREATED'], data.map((n) => [n.id, n.hasToken ? 'active' : '-', n.createdAt])) : 'no nodes yet: node-svc nodes add <id>' };
+    return { data: { data }, rows: data, human: data.length ? table(['NODE', 'TOKEN', 'CREATED'], data.map((n) => [n.id, n.hasToken ? 'active' : '-', n.createdAt])) : 'no nodes yet: node-svc nodes add <id>' };
   });
 
 export const rm = (g: GlobalOptions, id: string): Promise<CommandResult> =>

@@ -1,17 +1,18 @@
 import { formatMicro } from '../../domain/amount.js';
-import { EXIT } from '../../domain/errors.js';
+import { EXIT, usageError } from '../../domain/errors.js';
 import { table, type CommandResult, type GlobalOptions } from '../output.js';
 import { clientFor } from './remote.js';
 
 type Json = Record<string, any>;
 const money = (m: string, asset: string) => formatMicro(m, asset);
 
-export async function list(g: GlobalOptions, o: { cursor?: string; limit?: string; all?: boolean }): Promise<CommandResult> {
+export async function list(g: GlobalOptions, o: { cursor?: string; limit?: string; all?: boolean; status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }): Promise<CommandResult> {
   const client = clientFor(g);
+  if (o.limit !== undefined && !(/^\d+$/.test(o.limit) && Number(o.limit) >= 1 && Number(o.limit) <= 500)) throw usageError(`--limit must be from 1 to 500, got "${o.limit}"`);
   const data: Json[] = [];
   let cursor = o.cursor;
   do {
-    const page = await client.listStreams({ ...(cursor ? { cursor } : {}), ...(o.limit ? { limit: Number(o.limit) } : {}) });
+    const page = await client.listStreams({ ...(cursor ? { cursor } : {}), ...(o.limit ? { limit: Number(o.limit) } : {}), ...(o.status ? { status: o.status } : {}), ...(o.sort ? { sort: o.sort } : {}) });
     data.push(...page.data);
     cursor = page.nextCursor ?? undefined;
   } while (o.all && cursor);
@@ -19,7 +20,7 @@ export async function list(g: GlobalOptions, o: { cursor?: string; limit?: strin
     ? table(['STREAM', 'STATUS', 'STAGE', 'BILLED', 'CAP', 'FINALITY', 'FINAL'], data.map((s) => [s.stream, s.status, s.degradationStage, money(s.billedMicro, s.asset), money(s.capMicro, s.asset), s.finality, money(s.finalMicro, s.asset)])) +
       (cursor && !o.all ? `\n(more: --cursor ${cursor}, or --all)` : '')
     : 'no streams yet: they appear when a credential aimed at this node is verified by the daemon';
-  return { data: { data, nextCursor: cursor ?? null }, human };
+  return { data: { data, nextCursor: cursor ?? null }, human, rows: data };
 }
 
 export async function verify(g: GlobalOptions, id: string): Promise<CommandResult> {
@@ -47,6 +48,7 @@ export async function finality(g: GlobalOptions, id: string): Promise<CommandRes
     `  checkpointed         ${money(f.checkpointedMicro, f.asset)}${f.frontier.reference ? `  ref ${f.frontier.reference}` : ''}`,
     `  billed truth         ${money(f.billedTruth.amountMicro, f.asset)} (${f.billedTruth.units} units)`,
     `  unsettled            ${money(f.unsettledMicro, f.asset)}`,
+    ...(f.reason ? [`  why not final        ${f.reason}`] : []),
   ].join('\n');
   return { data: f, human };
 }

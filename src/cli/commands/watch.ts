@@ -3,9 +3,9 @@
 import { formatMicro } from '../../domain/amount.js';
 import { usageError } from '../../domain/errors.js';
 import { createClient } from '../../sdk/client.js';
-import { bar, describeFailure, fetchSnapshot, type Snapshot } from '../../tui/snapshot.js';
+import { bar, describeFailure, fetchSnapshot, isFailing, totals, type Snapshot } from '../../tui/snapshot.js';
 import { jsonMode, table, type CommandResult, type GlobalOptions } from '../output.js';
-import { clientFor } from './remote.js';
+import { clientFor, daemonUrl } from './remote.js';
 
 export interface WatchOptions {
   /** Seconds between refreshes (decimal allowed; default 1). */
@@ -25,19 +25,22 @@ export function parseInterval(v: string | undefined): number {
 
 export async function watch(g: GlobalOptions, o: WatchOptions = {}): Promise<CommandResult> {
   const intervalMs = parseInterval(o.interval);
-  clientFor(g); // the same usage error as every client command when there is no token
-  const url = g.url ?? 'http://127.0.0.1:8787';
+  clientFor(g); // the same usage errors as every client command (no token, a malformed --url)
+  const url = daemonUrl(g);
   // A refresh should not hang for the client's default 15 s when the daemon stalls: it shows as an error and retries.
   const client = createClient({ url, token: g.token!, timeout: Math.max(3000, intervalMs * 3) });
 
   // The live view needs a terminal on both ends: ink reads keys from stdin in raw mode.
   if (!jsonMode(g) && process.stdin.isTTY) {
+    // NO_COLOR (no-color.org): chalk does not read it itself; it reads FORCE_COLOR when ink is first imported, just below.
+    if (process.env.NO_COLOR) process.env.FORCE_COLOR = '0';
     const { runWatch } = await import('../../tui/watch.js');
     await runWatch({ client, url, intervalMs });
     return { data: undefined, human: '' };
   }
-  const snap = await fetchSnapshot(client);
-  return { data: { streams: snap.streams, webhooks: snap.webhooks, asOf: snap.at }, human: plain(snap) };
+  const snap = await fetchSnapshot(client, { closed: true }); // a script gets every stream, open and closed
+  const sums = totals(snap.streams).map((t) => ({ ...t, billedMicro: String(t.billedMicro), unsettledMicro: String(t.unsettledMicro), checkpointedMicro: String(t.checkpointedMicro), finalMicro: String(t.finalMicro) }));
+  return { data: { streams: snap.streams, totals: sums, webhooks: snap.webhooks, asOf: snap.at }, human: plain(snap) };
 }
 
 /** The snapshot as plain tables (a terminal whose stdin is not one, e.g. `… | node-svc watch`). */
@@ -52,7 +55,7 @@ function plain(s: Snapshot): string {
     ? table(
         ['WEBHOOK', 'STATUS', 'PENDING', 'RETRYING', 'DEAD', 'DELIVERED', 'LAST ERROR'],
         s.webhooks.map((w) => [
-          w.id, w.status, ...(w.health ? [w.health.pending, w.health.retrying, w.health.dead, w.health.delivered].map(String) : ['?', '?', '?', '?']),
+          w.id, isFailing(w) ? 'failing' : w.status, ...(w.health ? [w.health.pending, w.health.retrying, w.health.dead, w.health.delivered].map(String) : ['?', '?', '?', '?']),
           w.lastError ? `${describeFailure(w.lastError)} at ${w.lastError.at}` : (w.error ?? '-'),
         ]),
       )

@@ -22,6 +22,7 @@ export async function list(g: GlobalOptions): Promise<CommandResult> {
   const r = await clientFor(g).listWebhooks();
   return {
     data: r,
+    rows: r.data,
     human: r.data.length
       ? table(['ID', 'STATUS', 'SCHEMA', 'EVENTS', 'URL', 'LAST SUCCESS'], r.data.map((s) => [s.id, s.status + (s.disabledReason ? ` (${s.disabledReason})` : ''), s.schemaVersion, s.events.join(','), s.url, s.lastSuccessAt ?? '-']))
       : 'no webhook subscriptions: node-svc webhooks add <url>',
@@ -38,7 +39,7 @@ export async function deliveries(g: GlobalOptions, id: string, o: { limit?: stri
   const h = r.health;
   const head = `${id}: ${h.delivered} delivered, ${h.pending} pending, ${h.retrying} retrying, ${h.dead} dead`;
   const rows = (r.data as Json[]).map((a) => [a.attemptedAt, a.eventId, String(a.attempt), a.statusCode === null ? '-' : String(a.statusCode), `${a.durationMs}ms`, a.outcome, a.error ?? '', a.nextAttemptAt ?? '']);
-  return { data: r, human: rows.length ? `${head}\n${table(['TIME', 'EVENT', 'TRY', 'STATUS', 'TOOK', 'OUTCOME', 'ERROR', 'NEXT'], rows)}` : `${head}\nno attempts yet` };
+  return { data: r, rows: r.data as Json[], human: rows.length ? `${head}\n${table(['TIME', 'EVENT', 'TRY', 'STATUS', 'TOOK', 'OUTCOME', 'ERROR', 'NEXT'], rows)}` : `${head}\nno attempts yet` };
 }
 
 export async function rotate(g: GlobalOptions, id: string, o: { overlap?: string }): Promise<CommandResult> {

@@ -70,7 +70,7 @@ import { recordEvent } from '../../store/events.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { fundingSources, streams, type StreamRow } from '../../store/streams.js';
 import { VERSION } from '../../version.js';
-import type { Rail, RailEnv, SettlementState } from '../rail.js';
+import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
 import { currencyOfAsset, microPerMinor, floorToMinor } from './currency.js';
 import { capturedCardStreams, cardRefunds, cardSettlements } from './store.js';
 
@@ -201,6 +201,16 @@ export class CardRail implements Rail {
     }
     if (live !== this.#live) throw configError(`the processor answers in ${live ? 'live' : 'test'} mode, but this is the ${this.env} rail`, 'use test keys with --rail sandbox, live keys with --rail production');
     if (!this.#c.webhookSecret) log.info('card rail: no --card-webhook-secret-file, so no processor webhook route; polling only');
+  }
+
+  async probe(): Promise<RailProbe> {
+    const network = this.#c.account;
+    try {
+      await this.#stripe.accounts.retrieve(this.#c.account);
+      return { network, reachable: true };
+    } catch (err) {
+      return { network, reachable: false, error: `card processor: ${describe(err)}` };
+    }
   }
 
   attach(ctx: { store: Store; wake(): void }): void {

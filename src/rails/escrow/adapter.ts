@@ -20,7 +20,7 @@ import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../.
 import type { Store } from '../../store/db.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { streams, type StreamRow } from '../../store/streams.js';
-import type { Rail, RailEnv, SettlementState } from '../rail.js';
+import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
 import { ESCROW_ABI, TOKEN_ABI } from './artifacts.js';
 
 /** Chain ids of local development chains (ganache 1337, hardhat 31337): the only ones a sandbox rail accepts. */
@@ -124,6 +124,18 @@ export class EscrowRail implements Rail {
 
   attach(ctx: { store: Store }): void {
     this.#store = ctx.store;
+  }
+
+  async probe(): Promise<RailProbe> {
+    const network = `chain ${this.#c.chainId}`;
+    try {
+      const [chainId, balance] = await Promise.all([this.#client.getChainId(), this.#client.getBalance({ address: this.#account.address })]);
+      const wallet = { address: this.#account.address, balanceWei: balance.toString() };
+      if (chainId !== this.#c.chainId) return { network, reachable: true, error: `the RPC now serves chain id ${chainId}`, wallet };
+      return { network, reachable: true, wallet };
+    } catch (err) {
+      return { network, reachable: false, error: `chain RPC unreachable (${(err as Error).name})` };
+    }
   }
 
   accepts(stream: StreamRow): boolean {

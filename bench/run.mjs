@@ -1,0 +1,87 @@
+// npm run bench: run every bench script (bench/*.mjs except this one; lib/ holds helpers), one after another,
+// and print one summary table: each result's target, figure and PASS/MISS, and each script's run time.
+// A script reports through its last stdout line (bench/README.md); one that prints none counts by its exit code.
+// Usage: node bench/run.mjs [name …]   (e.g. `node bench/run.mjs verify http`; default: all)
+import { spawn } from 'node:child_process';
+import { existsSync, readdirSync } from 'node:fs';
+import { basename, dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const here = dirname(fileURLToPath(import.meta.url));
+// BENCH_DIR: run the scripts of another directory (the runner's own test uses it); default bench/.
+const benchDir = process.env.BENCH_DIR ? resolve(process.env.BENCH_DIR) : here;
+const TIMEOUT_MS = Number(process.env.BENCH_TIMEOUT_S ?? 1800) * 1000; // one stuck script must not hold the machine
+
+if (!existsSync(join(here, '..', 'dist', 'cli', 'main.js'))) {
+  console.error('bench/run: no build yet: run `npm run build` first');
+  process.exit(2);
+}
+
+const all = readdirSync(benchDir).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs' && !f.startsWith('_')).sort();
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !all.includes(w.endsWith('.mjs') ? w : `${w}.mjs`));
+if (unknown.length) {
+  console.error(`bench/run: no such bench: ${unknown.join(', ')} (have: ${all.map((f) => basename(f, '.mjs')).join(', ')})`);
+  process.exit(2);
+}
+const scripts = wanted.length ? all.filter((f) => wanted.some((w) => f === w || f === `${w}.mjs`)) : all;
+
+/** Run one script, passing its output through; resolve with its exit code, run time and result line. */
+function runOne(file) {
+  return new Promise((resolve) => {
+    const started = performance.now();
+    const child = spawn(process.execPath, [join(benchDir, file)], { stdio: ['ignore', 'pipe', 'inherit'], env: process.env });
+    let out = '';
+    child.stdout.setEncoding('utf8');
+    child.stdout.on('data', (s) => { out += s; process.stdout.write(s); });
+    const timer = setTimeout(() => child.kill('SIGTERM'), TIMEOUT_MS);
+    child.once('close', (code, signal) => {
+      clearTimeout(timer);
+      let report = null;
+      for (const line of out.trimEnd().split('\n').reverse()) {
+        try {
+          const j = JSON.parse(line);
+          if (j && typeof j.bench === 'string' && Array.isArray(j.results)) { report = j; break; }
+        } catch { /* not the result line */ }
+      }
+      resolve({ file, code: code ?? (signal ? 128 : 1), signal, seconds: (performance.now() - started) / 1000, report });
+    });
+  });
+}
+
+const runs = [];
+for (const f of scripts) {
+  console.log(`\n=== bench/${f} ===`);
+  runs.push(await runOne(f));
+}
+
+const rows = [];
+let failed = 0;
+for (const r of runs) {
+  const name = basename(r.file, '.mjs');
+  const time = `${r.seconds.toFixed(1)} s`;
+  if (!r.report) {
+    // No result line: the exit code is the verdict (a script that only prints figures for the record).
+    const verdict = r.code === 0 ? 'ok' : r.signal ? `KILLED (${r.signal})` : `FAIL (exit ${r.code})`;
+    if (r.code !== 0) failed++;
+    rows.push([name, '(no result line: figures printed above)', '-', '-', verdict, time]);
+    continue;
+  }
+  r.report.results.forEach((x, i) => {
+    const verdict = x.pass === true ? 'PASS' : x.pass === false ? 'MISS' : '-';
+    if (x.pass === false) failed++;
+    rows.push([i ? '' : name, x.name, x.target ?? '-', `${x.figure}${x.unit && x.unit !== 'bool' ? ` ${x.unit}` : ''}`, verdict, i ? '' : time]);
+  });
+  if (r.code !== 0 && !r.report.results.some((x) => x.pass === false)) {
+    failed++;
+    rows.push(['', '(the script exited with an error)', '-', '-', `FAIL (exit ${r.code})`, '']);
+  }
+}
+const head = ['BENCH', 'RESULT', 'TARGET', 'FIGURE', 'VERDICT', 'RUN TIME'];
+const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => String(r[i]).length)));
+const line = (cells) => cells.map((c, i) => String(c).padEnd(widths[i])).join('  ').trimEnd();
+console.log(`\n=== summary (${runs.length} scripts, ${runs.reduce((s, r) => s + r.seconds, 0).toFixed(0)} s) ===`);
+console.log(line(head));
+for (const r of rows) console.log(line(r));
+console.log(failed ? `\n${failed} missed or failed` : '\nall targets met');
+process.exitCode = failed ? 1 : 0;
