@@ -55,6 +55,7 @@ import { privateKeyToAccount } from 'viem/accounts';
 import { EscrowRail } from '../dist/rails/escrow/adapter.js';
 import { ESCROW_ABI, TOKEN_ABI } from '../dist/rails/escrow/artifacts.js';
 import { startSandboxChain } from '../dist/rails/escrow/sandbox.js';
+import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 100);
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 100);
@@ -450,6 +451,7 @@ async function stall() {
 }
 
 let misses = 0;
+const results = []; // for bench/run.mjs: the last stdout line (bench/README.md)
 const verdict = (ok) => { if (!ok) misses++; return ok ? 'PASS' : 'MISS'; };
 const pct = (a, b) => (b === 0n ? 'n/a' : `${(a * 100_000n / b / 1000n).toString()}.${(a * 100_000n / b % 1000n).toString().padStart(3, '0')} %`);
 
@@ -475,6 +477,17 @@ try {
   line('cross-check on chain', `payee wallet +${c.paid} micro; Σ channel settled ${c.channelSettled}; Σ finalMicro ${c.final}`, 'all three equal', verdict(c.paid === c.final && c.channelSettled === c.final && c.wrong.length === 0));
   line('recovery: miner_start → held settlements final, /healthz ok', `${c.recoveryMs === undefined ? `not within ${END_WAIT_S} s` : sec(c.recoveryMs)} (${c.held} settlements held by the stall: all mined after ${c.heldMinedMs === undefined ? '—' : sec(c.heldMinedMs)}; /healthz ok after ${c.healthOkMs === undefined ? '—' : sec(c.healthOkMs)}; every stream final after ${c.finalAfterMs === undefined ? '—' : sec(c.finalAfterMs)})`,
     `≤ ${RECOVERY_TARGET_S} s (2 × ${REBROADCAST_S} s rebroadcast + ${CONFIRMATIONS} × ${BLOCK_S} s blocks)`, verdict(c.recoveryMs !== undefined && c.recoveryMs <= RECOVERY_TARGET_S * 1000));
+  if (a) results.push(result('adapter settlements/s (instamine)', a.rate, '/s'));
+  if (b) results.push(result('daemon settlements/s (instamine, threshold 1)', b.rate, '/s'));
+  if (c.latAll.length) {
+    results.push(result('voucher -> final p50 (1 s blocks, stall halfway)', quantile(c.latAll, 0.5) / 1000, 's'));
+    results.push(result('voucher -> final p95 (1 s blocks, stall halfway)', quantile(c.latAll, 0.95) / 1000, 's'));
+  }
+  results.push(result('stall real and seen (rebroadcast, replaced, stuck, degraded)', stallReal ? 1 : 0, 'bool', ['>=', 1]));
+  // A display figure only: the verdict above compares the integer sums.
+  results.push({ ...result('billed money final at the end', c.billed > 0n ? Number((c.final * 100_000n) / c.billed) / 1000 : 0, '%'), target: '>= 100', pass: c.billed > 0n && c.final === c.billed });
+  results.push(result('on-chain cross-check (payee balance = channels settled = final)', c.paid === c.final && c.channelSettled === c.final && c.wrong.length === 0 ? 1 : 0, 'bool', ['>=', 1]));
+  results.push(result('recovery after the stall (held settlements final, /healthz ok)', c.recoveryMs === undefined ? Infinity : c.recoveryMs / 1000, 's', ['<=', RECOVERY_TARGET_S]));
   console.log(`  settlement transitions (node_svc_settlements_total): ${Object.entries(c.counters).map(([k, v]) => `${k} ${v}`).join(', ')}; /healthz at the end ${c.health.status}${c.health.reasons?.length ? ` (${c.health.reasons.join('; ')})` : ''}`);
   if (c.errors.length) console.log(`  lastError values seen in finality views: ${c.errors.slice(0, 8).map((e) => JSON.stringify(e)).join(' | ')}`);
   const odd = c.warnings.filter((w) => !/settlement stuck/.test(w.msg ?? ''));
@@ -509,4 +522,5 @@ try {
   for (const f of cleanups.reverse()) await Promise.resolve().then(f).catch(() => {});
   for (const r of roots) rmSync(r, { recursive: true, force: true });
 }
+if (results.length) report('settlement', results);
 process.exit(misses ? 1 : 0);
