@@ -37,7 +37,8 @@
 //       view, node_svc_settlements{state="stuck"} > 0 and /healthz `degraded`.
 //     The daemon reaches ganache through a loopback JSON-RPC proxy of this script (see rpcProxy: it re-sends a read
 //     request ganache left unanswered for RPC_RETRY_MS and counts them; BENCH_RPC_RETRY_MS=0 turns that off,
-//     BENCH_RPC_TRACE=1 prints and keeps every call).
+//     BENCH_RPC_TRACE=1 prints and keeps every call, and lists the chain's blocks with the wallet's nonces in each;
+//     both are printed too when a target is missed).
 // Each figure prints with its target and PASS / MISS ("record" when DESIGN sets none); exit 1 when any target misses.
 // The daemon's log (JSON, info) is kept in a file whose path is printed when anything misses. BENCH_PARTS=stall runs
 // only part 3.
@@ -444,8 +445,18 @@ async function stall() {
     maxAttempts: Math.max(...streams.map((s) => s.maxAttempts)),
     errors: [...new Set(streams.flatMap((s) => [...s.errors]))],
     logText: d.log,
-    tracer, stopAt, minerStartAt,
+    tracer, stopAt, minerStartAt, stopWall: Date.now() - (now() - stopAt),
   };
+  {
+    // The chain's side (printed with the RPC trace: BENCH_RPC_TRACE=1, or when a target is missed): every block since the first voucher, with the operator wallet's nonces in it.
+    r.blocks = [];
+    const last = await chain.client.getBlockNumber({ cacheTime: 0 });
+    for (let n = 1n; n <= last; n++) {
+      const b = await chain.client.getBlock({ blockNumber: n, includeTransactions: true });
+      const ours = b.transactions.filter((t) => t.from.toLowerCase() === chain.operator.address.toLowerCase());
+      if (Number(b.timestamp) * 1000 >= r.stopWall - 60_000) r.blocks.push({ n: Number(n), t: Number(b.timestamp), txs: b.transactions.length, baseFee: Number(b.baseFeePerGas ?? 0), nonces: ours.map((t) => t.nonce) });
+    }
+  }
   await chain.stop();
   return r;
 }
@@ -496,7 +507,7 @@ try {
   const resent = c.tracer.calls.filter((x) => x.resent);
   const unanswered = c.tracer.calls.filter((x) => x.ms === undefined);
   console.log(`  chain RPC via the bench's proxy: ${c.tracer.calls.length} daemon calls; ${RPC_RETRY_MS > 0 ? `${resent.length} not answered by ganache within ${RPC_RETRY_MS} ms and re-sent (${[...new Set(resent.map((x) => x.method))].join(', ') || '-'})` : 're-send off'}; ${unanswered.length} never answered`);
-  if (RPC_TRACE) {
+  if (RPC_TRACE || misses) {
     const rel = (t) => `${((t - c.stopAt) / 1000).toFixed(1)} s`;
     const slow = c.tracer.calls.filter((x) => x.ms === undefined || x.ms > 1000);
     console.log(`  RPC trace: ${c.tracer.calls.length} calls by the daemon; ${slow.length} took > 1 s or never answered (times from miner_stop; miner_start at ${rel(c.minerStartAt)})`);
@@ -508,6 +519,8 @@ try {
     const byErr = {};
     for (const x of errs) byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] = (byErr[`${x.method}: ${x.error.replace(/0x[0-9a-f]{8,}/gi, '0x…')}`] ?? 0) + 1;
     for (const [k, v] of Object.entries(byErr).slice(0, 10)) console.log(`    ${v}× ${k}`);
+    console.log(`  blocks (t from miner_stop, s; block timestamps have 1 s resolution):`);
+    for (const b of c.blocks ?? []) console.log(`    #${b.n} t=${(b.t - c.stopWall / 1000).toFixed(0)} txs=${b.txs} baseFee=${b.baseFee} operator nonces ${b.nonces.join(',') || '-'}`);
   }
   if (misses) {
     keepLog = join(tmpdir(), `node-svc-bench-settlement-${Date.now()}.log`);
