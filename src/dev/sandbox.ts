@@ -92,8 +92,13 @@ export async function startSandbox(o: DevOptions): Promise<Sandbox> {
     dataDir: o.dataDir,
     streams: payer.streams,
     async stop() {
-      await payer.stop();
-      await new Promise<void>((r) => receiver.server.close(() => r()));
+      // One Ctrl-C stops within seconds: the payer's step in flight (a channel being opened on chain) gets 2 s, then
+      // is abandoned (its later calls fail quietly); the receiver drops keep-alive sockets instead of waiting them out.
+      await Promise.race([payer.stop(), new Promise((r) => setTimeout(r, 2000).unref())]);
+      await new Promise<void>((r) => {
+        receiver.server.close(() => r());
+        receiver.server.closeAllConnections?.();
+      });
       await client.deleteWebhook(receiver.subscription).catch(() => undefined);
       await daemon.stop();
       await rails.stop();

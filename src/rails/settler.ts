@@ -64,7 +64,7 @@ export class Settler {
   #loop = (): void => {
     if (this.#stopped) return;
     let more = false;
-    this.#running = this.tick().then((m) => { more = m; }, (err) => log.error('settlement tick failed', { error: (err as Error).message })).finally(() => {
+    this.#running = this.tick().then((m) => { more = m; }, (err) => { if (!this.#stopped) log.error('settlement tick failed', { error: (err as Error).message }); }).finally(() => {
       this.#running = undefined;
       if (!this.#stopped) this.#timer = setTimeout(this.#loop, more ? 0 : this.tickMs);
     });
@@ -74,10 +74,17 @@ export class Settler {
     this.#loop();
   }
 
-  async stop(): Promise<void> {
+  /**
+   * Stop: no new step starts, and the one in flight gets `graceMs` to finish. Past that it is abandoned like a crash,
+   * which loses nothing (every settlement is recorded before anything leaves the process, and the next start
+   * resumes it): one Ctrl-C must not wait out a slow RPC.
+   */
+  async stop(graceMs = 2000): Promise<void> {
     this.#stopped = true;
     if (this.#timer) clearTimeout(this.#timer);
-    await this.#running;
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.#running, new Promise<void>((r) => { timer = setTimeout(r, graceMs); })]);
+    clearTimeout(timer);
   }
 
   /** One pass: advance what was sent, re-read funding, release closed streams, then start what the policy asks for. True when more is due at once. */
