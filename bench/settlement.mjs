@@ -31,10 +31,11 @@
 //       ≤ 2 × REBROADCAST_S + CONFIRMATIONS × BLOCK_S (6 s + 2 s = 8 s): two intervals for the stuck transactions to
 //       be resent or replaced and mined, plus the blocks final needs on top of mined. Printed beside it for the record:
 //       held settlements all mined, /healthz ok, and every stream (also those sent after the stall) final.
-//     - the stall must be real and seen, or the run proves nothing: no block mined while stopped; at least one
-//       settlement rebroadcast and one replaced with higher fees (node_svc_settlements_total{state="rebroadcast"}, the
-//       daemon's "settlement rebroadcast" log notes); before miner_start a settlement shown `stuck` in its finality
-//       view, node_svc_settlements{state="stuck"} > 0 and /healthz `degraded`.
+//     - the stall must be real and seen, or the run proves nothing: no block mined while stopped (counted from one block
+//       time after miner_stop: a block ganache was mining at that moment still lands); while it is stopped
+//       at least one settlement sent again and one replaced with higher fees (the daemon's "settlement rebroadcast"
+//       log lines before miner_start); just before miner_start a settlement shown `stuck` in its finality view,
+//       node_svc_settlements{state="stuck"} > 0 and /healthz `degraded`.
 //     The daemon reaches ganache through a loopback JSON-RPC proxy of this script (see rpcProxy: it re-sends a read
 //     request ganache left unanswered for RPC_RETRY_MS and counts them; BENCH_RPC_RETRY_MS=0 turns that off,
 //     BENCH_RPC_TRACE=1 prints and keeps every call, and lists the chain's blocks with the wallet's nonces in each;
@@ -85,7 +86,6 @@ const sec = (ms) => `${(ms / 1000).toFixed(2)} s`;
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
 const roots = [];
 const cleanups = [];
-let keepLog;
 
 /** Channels from the sandbox payer to the operator, `deposit` each: one approve, then the opens pipelined (explicit nonces). */
 async function openChannels(chain, prefix, n, deposit) {
@@ -309,7 +309,7 @@ async function stall() {
   writeFileSync(keyFile, chain.operator.key, { mode: 0o600 });
   const tracer = await rpcProxy(chain.rpcUrl);
   const d = await startDaemon(dataDir, chain, keyFile, ['--settle-threshold', '1', '--confirmations', String(CONFIRMATIONS),
-    '--rebroadcast-after', `${REBROADCAST_S}s`, '--settle-stuck-after', `${STUCK_S}s`], tracer?.url);
+    '--rebroadcast-after', `${REBROADCAST_S}s`, '--settle-stuck-after', `${STUCK_S}s`], tracer.url);
   const call = api(d.url, token);
   const list = await registerStreams(chain, call, 'stall', STREAMS, 10_000_000n);
   const streams = [];
@@ -318,7 +318,7 @@ async function stall() {
     streams.push({ ...s, i, amount, signature: await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel: s.channel }, amount), maxAttempts: 0, errors: new Set() });
   }
   const payee0 = await chain.balanceOf(chain.operator.address); // no settlement sent yet: nothing billed
-  const seen = { stuckView: 0, healthDegraded: false, healthReasons: [], stuckGauge: 0, rebroadcastsAtStart: 0, healthOkAt: undefined };
+  const seen = { stuckView: 0, healthDegraded: false, stuckGauge: 0, healthOkAt: undefined };
   let minerStartAt;
   let minerStartWall;
   let polling = true;
@@ -358,13 +358,14 @@ async function stall() {
     while (streams[half - 1].posted === undefined) await sleep(5);
     await rpc('miner_stop');
     stopAt = now();
-    blockAtStop = await chain.client.getBlockNumber({ cacheTime: 0 });
     try {
+      // A block being mined when the miner stops still lands (ganache finishes it): the stall's height is read after it.
+      await sleep(BLOCK_S * 1000);
+      blockAtStop = await chain.client.getBlockNumber({ cacheTime: 0 });
       await sleep(Math.max(0, stopAt + STALL_S * 1000 - now() - 300));
       // What an operator sees just before the chain resumes.
       const h = JSON.parse(await getText(`${d.url}/healthz`));
       seen.healthDegraded = h.status === 'degraded';
-      seen.healthReasons = h.reasons ?? [];
       const m = await getText(`${d.url}/metrics`);
       seen.stuckGauge = gauge(m, /node_svc_settlements\{state="stuck"\} (\d+)/);
       seen.inFlightGauge = gauge(m, /node_svc_settlements\{state="in_flight"\} (\d+)/);
@@ -424,7 +425,7 @@ async function stall() {
   const logs = d.log.split('\n').filter(Boolean).map((l) => { try { return JSON.parse(l); } catch { return { msg: l }; } });
   const logCount = (re) => logs.filter((l) => re.test(l.msg ?? '')).length;
   const warnings = logs.filter((l) => l.level === 'warn' || l.level === 'error');
-  const mined = streams.filter((s) => s.minedAt !== undefined);
+  const beforeStart = (l) => Date.parse(l.time) < minerStartWall;
   const finals = streams.filter((s) => s.finalAt !== undefined);
   const lat = (xs) => xs.map((s) => s.finalAt - s.postedAt);
   const allFinal = finals.length === streams.length;
@@ -439,8 +440,9 @@ async function stall() {
     finalAfterMs: allFinal ? Math.max(0, Math.max(...finals.map((s) => s.finalAt)) - minerStartAt) : undefined,
     healthOkMs: seen.healthOkAt === undefined ? undefined : seen.healthOkAt - minerStartAt,
     endMs: endAt - minerStartAt,
-    replaced: logs.filter((l) => /settlement rebroadcast/.test(l.msg ?? '') && /replaced with higher fees/.test(l.note ?? '')).length,
-    rebroadcastLogs: logCount(/settlement rebroadcast/),
+    // Sent again / replaced while the miner was stopped (the daemon's "settlement rebroadcast" log lines before miner_start).
+    rebroadcastsBefore: logs.filter((l) => beforeStart(l) && /settlement rebroadcast/.test(l.msg ?? '') && !/transaction was not known/.test(l.note ?? '')).length,
+    replacedBefore: logs.filter((l) => beforeStart(l) && /settlement rebroadcast/.test(l.msg ?? '') && /replaced with higher fees/.test(l.note ?? '')).length,
     stuckLogs: logCount(/settlement stuck/),
     maxAttempts: Math.max(...streams.map((s) => s.maxAttempts)),
     errors: [...new Set(streams.flatMap((s) => [...s.errors]))],
@@ -481,8 +483,8 @@ try {
   line('voucher → final, posted before the stall', p(c.latBefore), 'none in DESIGN', 'record');
   line('voucher → final, posted during the stall', p(c.latDuring), 'none in DESIGN', 'record');
   line('voucher → final, posted after the stall', p(c.latAfter), 'none in DESIGN', 'record');
-  const stallReal = c.blockAtStart === c.blockAtStop && c.counters.rebroadcast > 0 && c.replaced > 0 && c.seen.stuckView > 0 && c.seen.stuckGauge > 0 && c.seen.healthDegraded;
-  line('stall injected and seen', `blocks ${c.blockAtStop} → ${c.blockAtStart} while stopped; before miner_start: ${c.seen.unminedAtStart} streams unmined, stuck gauge ${c.seen.stuckGauge}, in_flight gauge ${c.seen.inFlightGauge}, /healthz ${c.seen.healthDegraded ? 'degraded' : 'ok'}, ${c.seen.stuckView} streams shown stuck; rebroadcasts ${c.counters.rebroadcast ?? 0} (${c.replaced} replaced with higher fees), max attempts ${c.maxAttempts}, stuck warnings ${c.stuckLogs}`,
+  const stallReal = c.blockAtStart === c.blockAtStop && c.rebroadcastsBefore > 0 && c.replacedBefore > 0 && c.seen.stuckView > 0 && c.seen.stuckGauge > 0 && c.seen.healthDegraded;
+  line('stall injected and seen', `chain height ${c.blockAtStop} → ${c.blockAtStart} from 1 block time after miner_stop to miner_start; before miner_start: ${c.seen.unminedAtStart} streams unmined, stuck gauge ${c.seen.stuckGauge}, in_flight gauge ${c.seen.inFlightGauge}, /healthz ${c.seen.healthDegraded ? 'degraded' : 'ok'}, ${c.seen.stuckView} streams shown stuck, ${c.rebroadcastsBefore} rebroadcasts of which ${c.replacedBefore} replaced with higher fees; whole run: ${c.counters.rebroadcast ?? 0} rebroadcasts, max attempts ${c.maxAttempts}, stuck warnings ${c.stuckLogs}`,
     'no block while stopped; ≥1 rebroadcast and ≥1 replacement; stuck shown in finality, gauge and /healthz', verdict(stallReal));
   line('share of billed money final at the end', `${pct(c.final, c.billed)} (${c.final} of ${c.billed} micro, ${sec(c.endMs)} after miner_start)`, '100 %', verdict(c.billed > 0n && c.final === c.billed));
   line('cross-check on chain', `payee wallet +${c.paid} micro; Σ channel settled ${c.channelSettled}; Σ finalMicro ${c.final}`, 'all three equal', verdict(c.paid === c.final && c.channelSettled === c.final && c.wrong.length === 0));
@@ -522,8 +524,8 @@ try {
     console.log(`  blocks (t from miner_stop, s; block timestamps have 1 s resolution):`);
     for (const b of c.blocks ?? []) console.log(`    #${b.n} t=${(b.t - c.stopWall / 1000).toFixed(0)} txs=${b.txs} baseFee=${b.baseFee} operator nonces ${b.nonces.join(',') || '-'}`);
   }
-  if (misses) {
-    keepLog = join(tmpdir(), `node-svc-bench-settlement-${Date.now()}.log`);
+  if (misses || RPC_TRACE) {
+    const keepLog = join(tmpdir(), `node-svc-bench-settlement-${Date.now()}.log`);
     writeFileSync(keepLog, c.logText);
     console.log(`  daemon log of the stall run kept in ${keepLog}`);
   }
