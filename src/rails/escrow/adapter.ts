@@ -85,7 +85,9 @@ export class EscrowRail implements Rail {
     this.#c = c;
     this.env = c.env;
     this.#now = c.now ?? Date.now;
-    this.#client = createPublicClient({ transport: http(c.rpcUrl, { timeout: 15_000, retryCount: 1 }) }) as PublicClient;
+    // Short attempts, retried: an RPC that leaves one call unanswered (seen with ganache's eth_estimateGas under 1 s
+    // blocks) must not hold the settler for 15 s; a retried send of the same signed transaction is harmless.
+    this.#client = createPublicClient({ transport: http(c.rpcUrl, { timeout: 5_000, retryCount: 2, retryDelay: 100 }) }) as PublicClient;
     try {
       this.#account = privateKeyToAccount(c.walletKey);
     } catch {
