@@ -17,6 +17,7 @@ import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
+import { Pruner } from './ops/retention.js';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -37,6 +38,7 @@ export interface Daemon {
   deps: Deps;
   worker: DeliveryWorker;
   settler: Settler | undefined;
+  pruner: Pruner;
   stop(): Promise<void>;
 }
 
@@ -121,6 +123,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     webhookPolicy,
     wakeDelivery: () => worker.wake(),
   };
+  const pruner = new Pruner({ store, retentionMs: config.retentionMs });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const railRoutes = o.rail?.rail.routes?.bind(o.rail.rail);
   const app = createApp(deps, { rateLimit: o.rateLimit, ...(railRoutes ? { extraRoutes: (a) => railRoutes(a as never) } : {}) });
@@ -133,6 +136,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const url = `http://${host}:${addr.port}`;
   worker.start();
   settler?.start();
+  pruner.start();
   const keysTimer = startKeyRefresh(store);
   log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
@@ -141,12 +145,13 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     deps,
     worker,
     settler,
+    pruner,
     stop() {
       // Stop accepting, let in-flight requests finish, then close the store.
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
           clearInterval(keysTimer);
-          Promise.all([worker.stop(), settler?.stop(), o.rail?.rail.close()]).finally(() => {
+          Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(() => {
             store.close();
             unlock();
             log.info('daemon stopped');

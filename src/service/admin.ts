@@ -6,6 +6,7 @@ import { NODE_ID_RE, newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Store } from '../store/db.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
+import { Lru } from '../lru.js';
 import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
 
 export function checkNodeId(id: string): void {
@@ -85,8 +86,11 @@ export const nodeForToken = (store: Store, token: string, now = Date.now()) => t
  * memory is dropped then, so a revoked or rotated token is refused on the very next request. A token in its
  * grace period is remembered only until its grace ends.
  */
+/** Tokens remembered by the daemon (one entry each, least recently used evicted first). */
+export const TOKEN_CACHE_SIZE = 10_000;
+
 export function tokenResolver(store: Store) {
-  const known = new Map<string, { node: string; until: number }>();
+  const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
   let version: unknown;
   const dataVersion = store.db.prepare('PRAGMA data_version').pluck();
   return (token: string, now = Date.now()): string | undefined => {
@@ -100,7 +104,6 @@ export function tokenResolver(store: Store) {
     const hash = hashToken(token);
     const node = tokens.nodeFor(store.db, hash, now);
     if (node) {
-      if (known.size >= 10_000) known.clear();
       known.set(token, { node, until: tokens.graceUntil(store.db, hash) ?? Number.MAX_SAFE_INTEGER });
     }
     return node;

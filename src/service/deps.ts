@@ -11,6 +11,8 @@ export interface ServiceConfig {
   lowPercentLeft: number;
   criticalPercentLeft: number;
   lowRatePercent: number;
+  /** Delivered deliveries, their attempts and events older than this are pruned (ms; 0 keeps all). */
+  retentionMs: number;
 }
 
 export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
@@ -19,6 +21,7 @@ export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
   lowPercentLeft: 20,
   criticalPercentLeft: 5,
   lowRatePercent: 80,
+  retentionMs: 30 * 86_400_000,
 };
 
 /** What the use cases need: no HTTP or terminal types in here. */

@@ -11,6 +11,7 @@ import { recordEvent } from '../store/events.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import type { Deps } from './deps.js';
+import { Lru } from '../lru.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released';
 
@@ -192,13 +193,12 @@ export function listStreams(d: Deps, nodeId: string, cursor: string | undefined,
 // ---- vouchers ----
 
 export const VOUCHER_TYP = 'voucher+jwt';
-const keyCache = new Map<string, KeyObject>();
+const keyCache = new Lru<string, KeyObject>(10_000);
 function voucherKey(jwkJson: string): KeyObject {
   let k = keyCache.get(jwkJson);
   if (!k) {
     const { jwk } = JSON.parse(jwkJson) as { jwk: Record<string, unknown> };
     k = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y } as never, format: 'jwk' });
-    if (keyCache.size > 10_000) keyCache.clear();
     keyCache.set(jwkJson, k);
   }
   return k;

@@ -1,0 +1,106 @@
+// The daemon's pruner: deletes delivered history older than the retention period in small batches, each its own
+// short transaction, yielding to the event loop between batches so the paid path never waits long behind it.
+import { log } from '../log.js';
+import type { Store } from '../store/db.js';
+import { pruneDeliveries, pruneEvents, type PruneCount } from '../store/retention.js';
+
+export const DEFAULT_RETENTION_MS = 30 * 86_400_000;
+/** A batch should hold the store for about this long at most; the batch size adapts to it. */
+const TARGET_BATCH_MS = 4;
+const MIN_BATCH = 16;
+const MAX_BATCH = 2000;
+
+export interface PrunerOptions {
+  store: Store;
+  /** Keep this long (ms); 0 keeps everything. */
+  retentionMs: number;
+  /** Between runs (ms, default 60 s). */
+  everyMs?: number;
+  now?: () => number;
+}
+
+export class Pruner {
+  readonly #o: Required<PrunerOptions>;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<PruneCount> | undefined;
+  #stopped = false;
+  #batch = 256;
+  readonly total: PruneCount = { deliveries: 0, attempts: 0, events: 0 };
+
+  constructor(o: PrunerOptions) {
+    this.#o = { everyMs: 60_000, now: Date.now, ...o };
+  }
+
+  start(): void {
+    if (this.#o.retentionMs <= 0) return;
+    this.#schedule(1000); // not in the way of startup
+  }
+
+  #schedule(ms: number): void {
+    if (this.#stopped) return;
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.runOnce().finally(() => this.#schedule(this.#o.everyMs));
+    }, ms);
+    this.#timer.unref();
+  }
+
+  /** One full pass: every prunable row older than the horizon, batch after batch. Resolves with what it deleted. */
+  runOnce(): Promise<PruneCount> {
+    this.#running ??= this.#pass().finally(() => { this.#running = undefined; });
+    return this.#running;
+  }
+
+  async #pass(): Promise<PruneCount> {
+    const got: PruneCount = { deliveries: 0, attempts: 0, events: 0 };
+    if (this.#o.retentionMs <= 0) return got;
+    const horizon = this.#o.now() - this.#o.retentionMs;
+    const db = this.#o.store.db;
+    try {
+      // Deliveries first: an event goes only once no delivery points at it.
+      for (;;) {
+        if (this.#stopped) return got;
+        const r = this.#timed(() => pruneDeliveries(db, horizon, this.#batch));
+        got.deliveries += r.deliveries;
+        got.attempts += r.attempts;
+        if (r.deliveries === 0) break;
+        await yieldToLoop();
+      }
+      let after = 0;
+      for (;;) {
+        if (this.#stopped) return got;
+        const r = this.#timed(() => pruneEvents(db, horizon, after, this.#batch));
+        got.events += r.events;
+        after = r.lastSeq;
+        if (r.done) break;
+        await yieldToLoop();
+      }
+    } catch (err) {
+      log.warn('retention pass stopped; it runs again later', { error: (err as Error).message });
+    }
+    this.total.deliveries += got.deliveries;
+    this.total.attempts += got.attempts;
+    this.total.events += got.events;
+    if (got.deliveries || got.events) log.info('pruned history older than the retention period', { horizon: new Date(horizon).toISOString(), ...got });
+    return got;
+  }
+
+  /** Run one batch and size the next one so a batch takes about TARGET_BATCH_MS. */
+  #timed<T>(fn: () => T): T {
+    const t0 = performance.now();
+    const out = fn();
+    const ms = performance.now() - t0;
+    if (ms > TARGET_BATCH_MS) this.#batch = Math.max(MIN_BATCH, Math.floor(this.#batch / 2));
+    else if (ms < TARGET_BATCH_MS / 2) this.#batch = Math.min(MAX_BATCH, this.#batch * 2);
+    return out;
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#running?.catch(() => undefined);
+  }
+}
+
+/** Let I/O (requests) run between batches: a timer, not setImmediate, so a whole poll phase gets its turn. */
+const yieldToLoop = () => new Promise<void>((resolve) => setTimeout(resolve, 1));
