@@ -43,7 +43,7 @@ const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked
  * POST /v1/allowances/verify: the offline verifier plus live state. A valid credential aimed at the caller
  * registers its stream, or renews it when its iat is newer (the cap never drops below what is billed).
  */
-export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyResult {
+export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): Promise<VerifyResult> {
   const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
   // The same credential again (every paid request of a stream): a read, no write transaction.
@@ -52,10 +52,10 @@ export function verifyCredential(d: Deps, nodeId: string, jws: unknown): VerifyR
     const refusal = liveRefusal(d, known);
     return refusal ?? out.claims.result;
   }
-  return d.store.db.transaction((): VerifyResult => {
+  return d.store.write((): VerifyResult => { // group commit: shares one durable commit with concurrent writes
     const r = register(d, nodeId, jws as string, out.claims);
     return r ?? out.claims.result;
-  }).immediate();
+  });
 }
 
 /** Register or renew the credential's stream; a refusal when live state says no. Call inside a transaction. */
@@ -274,13 +274,13 @@ export function checkEip712Voucher(row: StreamRow, v: unknown, now = Date.now())
  * POST /v1/streams/{id}/vouchers: a new billed truth, or `stale` (idempotent) at or below it, or a refusal.
  * Reaching the cap marks the stream exhausted and records stream.exhausted in the same transaction.
  */
-export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
+export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
   if (credential !== undefined && !streams.get(d.store.db, nodeId, id)) {
-    const r = verifyCredential(d, nodeId, credential);
+    const r = await verifyCredential(d, nodeId, credential);
     if (!r.valid) throw refused('credential_refused', r.refusal, r.detail, { valid: false });
     if (r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
   }
-  return d.store.db.transaction(() => {
+  return d.store.write(() => { // group commit: shares one durable commit with concurrent writes
     const db = d.store.db;
     const row = requireStream(d, nodeId, id);
     const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
@@ -308,5 +308,5 @@ export function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unkn
       exhausted,
       voucherHash: createHash('sha256').update(encoded).digest('hex'),
     };
-  }).immediate();
+  });
 }

@@ -44,8 +44,8 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
         ...problemResponses(400, 401, 413, 415, 429),
       },
     }),
-    (c) => {
-      const r = verifyCredential(d, c.get('node'), c.req.valid('json').credential);
+    async (c) => {
+      const r = await verifyCredential(d, c.get('node'), c.req.valid('json').credential);
       metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
       if (r.valid) return c.json(r, 200);
       return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
@@ -101,9 +101,9 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
         ...problemResponses(400, 401, 404, 413, 415, 429),
       },
     }),
-    (c) => {
+    async (c) => {
       const body = c.req.valid('json');
-      return c.json(submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
+      return c.json(await submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
     },
   );
 }
