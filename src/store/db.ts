@@ -145,6 +145,9 @@ export function stmt(db: Db, sql: string, safe = false): BetterSqlite3.Statement
   return s;
 }
 
+/** The SQL of every statement prepared through stmt() on `db` so far (a test checks each one's query plan). */
+export const preparedSql = (db: Db): string[] => [...new Set([...(statements.get(db)?.keys() ?? [])].map((k) => k.replace(/^safe:/, '')))];
+
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
 /** Apply pending migrations in one transaction; PRAGMA user_version records where we are. */
