@@ -20,10 +20,9 @@ const m: Migration = {
       DROP INDEX delivery_attempts_subscription;
       CREATE INDEX delivery_attempts_subscription ON delivery_attempts(subscription_id, id);
 
-      -- Events by type, events since a time, and retention walking the oldest events.
+      -- Events by type and events since a time (retention walks events by seq, their primary key).
       CREATE INDEX events_node_type ON events(node_id, type, seq);
       CREATE INDEX events_node_time ON events(node_id, occurred_at);
-      CREATE INDEX events_time ON events(occurred_at);
       -- Retention walks finished deliveries oldest first.
       CREATE INDEX deliveries_finished ON deliveries(created_at) WHERE status IN ('delivered', 'cancelled');
 
