@@ -117,7 +117,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const deps: Deps = {
     store,
-    keyring: new Keyring(store, { clockTolerance: config.clockTolerance }),
+    keyring: new Keyring(store, { clockTolerance: config.clockTolerance, cacheSize: 2_000 }),
     config,
     now: Date.now,
     webhookPolicy,

@@ -193,7 +193,8 @@ export function listStreams(d: Deps, nodeId: string, cursor: string | undefined,
 // ---- vouchers ----
 
 export const VOUCHER_TYP = 'voucher+jwt';
-const keyCache = new Lru<string, KeyObject>(10_000);
+// Bounded for daemon memory (a KeyObject each): hot streams stay, a cold one costs one key import (~20 µs).
+const keyCache = new Lru<string, KeyObject>(2_000);
 function voucherKey(jwkJson: string): KeyObject {
   let k = keyCache.get(jwkJson);
   if (!k) {

@@ -322,13 +322,23 @@ describe('group commit', () => {
 
 describe('Lru', () => {
   it('evicts the least recently used entry, one at a time', () => {
-    const c = new Lru<string, number>(3);
-    c.set('a', 1);
-    c.set('b', 2);
-    c.set('c', 3);
-    expect(c.get('a')).toBe(1); // a is now the most recent
-    c.set('d', 4);
-    expect([c.has('a'), c.has('b'), c.has('c'), c.has('d')]).toEqual([true, false, true, true]);
-    expect(c.size).toBe(3);
+    const c = new Lru<string, number>(4);
+    for (const [k, v] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) c.set(k, v);
+    expect(c.get('a')).toBe(1); // aged past half the capacity: a is now the most recent
+    c.set('e', 5);
+    expect(['a', 'b', 'c', 'd', 'e'].map((k) => c.has(k))).toEqual([true, false, true, true, true]);
+    c.set('f', 6);
+    expect(['a', 'c', 'd', 'e', 'f'].map((k) => c.has(k))).toEqual([true, false, true, true, true]);
+    expect(c.size).toBe(4);
+  });
+
+  it('a hot entry survives any number of cold ones passing through', () => {
+    const c = new Lru<number, number>(100);
+    c.set(-1, -1);
+    for (let i = 0; i < 10_000; i++) {
+      c.set(i, i);
+      expect(c.get(-1)).toBe(-1);
+    }
+    expect(c.size).toBe(100);
   });
 });
