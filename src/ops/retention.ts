@@ -8,7 +8,7 @@ export const DEFAULT_RETENTION_MS = 30 * 86_400_000;
 /** A batch should hold the store for about this long at most; the batch size adapts to it. */
 const TARGET_BATCH_MS = 4;
 const MIN_BATCH = 16;
-const MAX_BATCH = 2000;
+const MAX_BATCH = 256;
 
 export interface PrunerOptions {
   store: Store;
@@ -24,8 +24,11 @@ export class Pruner {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<PruneCount> | undefined;
   #stopped = false;
-  #batch = 256;
+  /** Rows per batch, per phase (their rows cost differently): adapted to TARGET_BATCH_MS. */
+  readonly #size = { deliveries: 64, events: 64 };
   readonly total: PruneCount = { deliveries: 0, attempts: 0, events: 0 };
+  /** Batches run, how many held the store over twice the target, and the longest (ms). */
+  readonly batches = { count: 0, over: 0, maxMs: 0 };
 
   constructor(o: PrunerOptions) {
     this.#o = { everyMs: 60_000, now: Date.now, ...o };
@@ -60,7 +63,7 @@ export class Pruner {
       // Deliveries first: an event goes only once no delivery points at it.
       for (;;) {
         if (this.#stopped) return got;
-        const r = this.#timed(() => pruneDeliveries(db, horizon, this.#batch));
+        const r = this.#timed('deliveries', (n) => pruneDeliveries(db, horizon, n), (x) => x.deliveries);
         got.deliveries += r.deliveries;
         got.attempts += r.attempts;
         if (r.deliveries === 0) break;
@@ -69,7 +72,7 @@ export class Pruner {
       let after = 0;
       for (;;) {
         if (this.#stopped) return got;
-        const r = this.#timed(() => pruneEvents(db, horizon, after, this.#batch));
+        const r = this.#timed('events', (n) => pruneEvents(db, horizon, after, n), (x) => (x.done ? 0 : Infinity));
         got.events += r.events;
         after = r.lastSeq;
         if (r.done) break;
@@ -85,13 +88,21 @@ export class Pruner {
     return got;
   }
 
-  /** Run one batch and size the next one so a batch takes about TARGET_BATCH_MS. */
-  #timed<T>(fn: () => T): T {
+  /**
+   * Run one batch and size the next one so a batch takes about TARGET_BATCH_MS: scaled by the time this one took,
+   * growing (by a quarter at most) only after a batch that had a full batch of work.
+   */
+  #timed<T>(phase: 'deliveries' | 'events', fn: (rows: number) => T, work: (r: T) => number): T {
+    const size = this.#size[phase];
     const t0 = performance.now();
-    const out = fn();
+    const out = fn(size);
     const ms = performance.now() - t0;
-    if (ms > TARGET_BATCH_MS) this.#batch = Math.max(MIN_BATCH, Math.floor(this.#batch / 2));
-    else if (ms < TARGET_BATCH_MS / 2) this.#batch = Math.min(MAX_BATCH, this.#batch * 2);
+    const fit = Math.floor((size * TARGET_BATCH_MS) / Math.max(ms, 0.05));
+    if (fit < size) this.#size[phase] = Math.max(MIN_BATCH, fit);
+    else if (work(out) >= size) this.#size[phase] = Math.min(MAX_BATCH, fit, Math.ceil(size * 1.25));
+    this.batches.count++;
+    if (ms > 2 * TARGET_BATCH_MS) this.batches.over++;
+    if (ms > this.batches.maxMs) this.batches.maxMs = ms;
     return out;
   }
 
