@@ -166,13 +166,13 @@ export const attempts = {
   /** Deliveries by health bucket, from the counters the triggers keep (migration 0090): not a count of the history. */
   health: (db: Db, subscriptionId: string) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of stmt(db, 'SELECT state, n FROM delivery_counts WHERE subscription_id = ?').all(subscriptionId) as Array<{ state: DeliveryState; n: number }>) out[r.state] = r.n;
+    for (const r of stmt(db, 'SELECT state, n FROM delivery_counts WHERE subscription_id = ?').all(subscriptionId) as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
     return out;
   },
   /** All subscriptions' deliveries by health bucket (the outbox gauges). */
   totals: (db: Db) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of stmt(db, 'SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state').all() as Array<{ state: DeliveryState; n: number }>) out[r.state] = r.n;
+    for (const r of stmt(db, 'SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state').all() as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
     return out;
   },
 };
