@@ -26,6 +26,11 @@ export class Pruner {
   #stopped = false;
   /** Rows per batch, per phase (their rows cost differently): adapted to TARGET_BATCH_MS. */
   readonly #size = { deliveries: 64, events: 64 };
+  /**
+   * Where the walks resume: rows before them were old but kept (pending, retrying, dead, or an event a delivery
+   * still points at). Walked again from the start once a day, when some of those have become prunable.
+   */
+  #from = { deliveries: 0, events: 0, reset: 0 };
   readonly total: PruneCount = { deliveries: 0, attempts: 0, events: 0 };
   /** Batches run, how many held the store over twice the target, and the longest (ms). */
   readonly batches = { count: 0, over: 0, maxMs: 0 };
@@ -60,23 +65,20 @@ export class Pruner {
     const horizon = this.#o.now() - this.#o.retentionMs;
     const db = this.#o.store.db;
     try {
+      if (this.#o.now() - this.#from.reset >= 86_400_000) this.#from = { deliveries: 0, events: 0, reset: this.#o.now() };
       // Deliveries first: an event goes only once no delivery points at it.
-      for (;;) {
-        if (this.#stopped) return got;
-        const r = this.#timed('deliveries', (n) => pruneDeliveries(db, horizon, n), (x) => x.deliveries);
-        got.deliveries += r.deliveries;
-        got.attempts += r.attempts;
-        if (r.deliveries === 0) break;
-        await yieldToLoop();
-      }
-      let after = 0;
-      for (;;) {
-        if (this.#stopped) return got;
-        const r = this.#timed('events', (n) => pruneEvents(db, horizon, after, n), (x) => (x.done ? 0 : Infinity));
-        got.events += r.events;
-        after = r.lastSeq;
-        if (r.done) break;
-        await yieldToLoop();
+      for (const phase of ['deliveries', 'events'] as const) {
+        for (;;) {
+          if (this.#stopped) return got;
+          const after = this.#from[phase];
+          const r = this.#timed(phase, (n) => (phase === 'deliveries' ? pruneDeliveries : pruneEvents)(db, horizon, after, n), (x) => (x.done ? 0 : Infinity));
+          got.deliveries += r.deliveries;
+          got.attempts += r.attempts;
+          got.events += r.events;
+          this.#from[phase] = r.last;
+          if (r.done) break;
+          await yieldToLoop();
+        }
       }
     } catch (err) {
       log.warn('retention pass stopped; it runs again later', { error: (err as Error).message });

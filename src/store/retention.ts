@@ -25,19 +25,43 @@ export interface PruneCount {
   events: number;
 }
 
+export interface Batch {
+  /** Rows deleted. */
+  deliveries: number;
+  attempts: number;
+  events: number;
+  /** The last rowid (deliveries) or seq (events) looked at: where the next batch starts. */
+  last: number;
+  /** An old-enough row was not reached in this batch (or the table ended): the walk is over. */
+  done: boolean;
+}
+
 /**
- * One batch of finished deliveries (and their attempts) created and finished before `horizon`, oldest first,
- * at most `limit`, in one transaction. Walks the partial index of finished deliveries: cost ∝ `limit`.
+ * One batch of deliveries after rowid `after` in insertion order (at most `limit` looked at, no index of its
+ * own needed): those delivered or cancelled, created and finished before `horizon`, are deleted with their
+ * attempts. Done once a delivery created at or after the horizon (or the end) is reached.
  */
-export function pruneDeliveries(db: Db, horizon: number, limit: number): PruneCount {
+export function pruneDeliveries(db: Db, horizon: number, after: number, limit: number): Batch {
   return unsynced(db, () => {
-    const ids = (stmt(db, `SELECT id FROM deliveries WHERE status IN ('delivered', 'cancelled') AND created_at < ?
-      AND (delivered_at IS NULL OR delivered_at < ?) ORDER BY created_at LIMIT ?`).all(horizon, horizon, limit) as Array<{ id: string }>).map((r) => r.id);
-    if (!ids.length) return { deliveries: 0, attempts: 0, events: 0 };
-    const list = JSON.stringify(ids);
-    const a = stmt(db, 'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT value FROM json_each(?))').run(list).changes;
-    const d = stmt(db, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('delivered', 'cancelled')").run(list).changes;
-    return { deliveries: d, attempts: a, events: 0 };
+    const rows = stmt(db, `SELECT rowid AS r, id, created_at < ? AS old,
+      status IN ('delivered', 'cancelled') AND (delivered_at IS NULL OR delivered_at < ?) AS finished
+      FROM deliveries WHERE rowid > ? ORDER BY rowid LIMIT ?`).all(horizon, horizon, after, limit) as Array<{ r: number; id: string; old: number; finished: number }>;
+    const drop: string[] = [];
+    let last = after;
+    let done = rows.length < limit;
+    for (const x of rows) {
+      if (!x.old) { done = true; break; } // deliveries are written in time order: the rest are newer
+      last = x.r;
+      if (x.finished) drop.push(x.id);
+    }
+    let attempts = 0;
+    let deliveries = 0;
+    if (drop.length) {
+      const list = JSON.stringify(drop);
+      attempts = stmt(db, 'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT value FROM json_each(?))').run(list).changes;
+      deliveries = stmt(db, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('delivered', 'cancelled')").run(list).changes;
+    }
+    return { deliveries, attempts, events: 0, last, done };
   });
 }
 
@@ -46,7 +70,7 @@ export function pruneDeliveries(db: Db, horizon: number, limit: number): PruneCo
  * `horizon` and that no delivery points at are deleted. Returns the last seq looked at (the next cursor) and
  * `done` once an event at or after the horizon (or the end) is reached.
  */
-export function pruneEvents(db: Db, horizon: number, afterSeq: number, limit: number): { events: number; lastSeq: number; done: boolean } {
+export function pruneEvents(db: Db, horizon: number, afterSeq: number, limit: number): Batch {
   return unsynced(db, () => {
     const rows = stmt(db, `SELECT e.seq, e.occurred_at < ? AS old, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq) AS held
       FROM events e WHERE e.seq > ? ORDER BY e.seq LIMIT ?`).all(horizon, afterSeq, limit) as Array<{ seq: number; old: number; held: number }>;
@@ -61,6 +85,6 @@ export function pruneEvents(db: Db, horizon: number, afterSeq: number, limit: nu
     const events = drop.length
       ? stmt(db, 'DELETE FROM events WHERE seq IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)').run(JSON.stringify(drop)).changes
       : 0;
-    return { events, lastSeq, done };
+    return { deliveries: 0, attempts: 0, events, last: lastSeq, done };
   });
 }

@@ -158,11 +158,15 @@ const ATTEMPT_PAGE = `SELECT a.id, a.delivery_id, e.id AS event_id, a.attempt, a
 export type DeliveryState = 'pending' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
 
 export const attempts = {
-  /** Newest first; `before` is an attempt id cursor. Walks (subscription_id, id) backwards: no sort of the history. */
+  /**
+   * Newest first (insertion order, which is attempt id order: ids are monotonic ULIDs made at insert); `before` is an
+   * attempt id cursor (an unknown one gives an empty page). Walks (subscription_id, rowid) backwards: no sort.
+   */
   page: (db: Db, subscriptionId: string, before: string | null, limit: number) =>
     (before === null
-      ? stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? ORDER BY a.id DESC LIMIT ?`).all(subscriptionId, limit)
-      : stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? AND a.id < ? ORDER BY a.id DESC LIMIT ?`).all(subscriptionId, before, limit)) as AttemptRow[],
+      ? stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? ORDER BY a.rowid DESC LIMIT ?`).all(subscriptionId, limit)
+      : stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? AND a.rowid < (SELECT c.rowid FROM delivery_attempts c WHERE c.id = ?) ORDER BY a.rowid DESC LIMIT ?`)
+          .all(subscriptionId, before, limit)) as AttemptRow[],
   /** Deliveries by health bucket, from the counters the triggers keep (migration 0090): not a count of the history. */
   health: (db: Db, subscriptionId: string) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };

@@ -16,15 +16,14 @@ const m: Migration = {
       CREATE INDEX delivery_attempts_delivery ON delivery_attempts(delivery_id);
       UPDATE deliveries SET recorded_attempts = (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id) WHERE status = 'pending';
 
-      -- The attempts page walks a subscription's attempts newest first by id (no sort of all of them).
+      -- The attempts page walks a subscription's attempts newest first in insertion order: (subscription_id) and
+      -- the rowid the index carries, no sort of all of them (and 8 bytes less per attempt than with attempted_at).
       DROP INDEX delivery_attempts_subscription;
-      CREATE INDEX delivery_attempts_subscription ON delivery_attempts(subscription_id, id);
+      CREATE INDEX delivery_attempts_subscription ON delivery_attempts(subscription_id);
 
       -- Events by type and events since a time (retention walks events by seq, their primary key).
       CREATE INDEX events_node_type ON events(node_id, type, seq);
       CREATE INDEX events_node_time ON events(node_id, occurred_at);
-      -- Retention walks finished deliveries oldest first.
-      CREATE INDEX deliveries_finished ON deliveries(created_at) WHERE status IN ('delivered', 'cancelled');
 
       -- Per-subscription delivery counts by health bucket, kept by triggers in the transaction that changes a
       -- delivery: the deliveries API health and the outbox gauges read these rows, never the history.
