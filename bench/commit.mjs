@@ -4,7 +4,10 @@
 // POST /v1/streams/{id}/vouchers (each connection bills its own stream upward) and stream open via
 // POST /v1/allowances/verify (every request a new credential, so a new stream row). Rounds alternate baseline and
 // subject; prints medians and the median per-round ratio. Target (DESIGN §14): >= 0.6 x the raw commit rate.
-// Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (64).
+// Also printed (no target): control facts (POST /v1/control, budget.halted, each fanned out to BENCH_SUBSCRIPTIONS
+// webhook subscriptions whose receiver answers 204 at once).
+// Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (64), BENCH_SUBSCRIPTIONS (1).
+import { createServer } from 'node:http';
 import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
 import { join } from 'node:path';
@@ -14,6 +17,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
 const TARGET = 0.6;
+const SUBSCRIPTIONS = Number(process.env.BENCH_SUBSCRIPTIONS ?? 1);
 
 const p = prepare('commit');
 try {
@@ -39,9 +43,24 @@ try {
     const r = await fetch(`${d.url}/v1/allowances/verify`, { method: 'POST', headers, body: JSON.stringify({ credential: p.credential(s) }) });
     if (r.status !== 200) throw new Error(`verify ${s} → ${r.status} ${await r.text()}`);
   }
+  // The webhook receiver for control facts' events: 204 at once.
+  const receiver = createServer((req, res) => { req.resume(); req.on('end', () => res.writeHead(204).end()); });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  for (let i = 0; i < SUBSCRIPTIONS; i++) {
+    const r = await fetch(`${d.url}/v1/webhooks`, { method: 'POST', headers, body: JSON.stringify({ url: `http://127.0.0.1:${receiver.address().port}/hook/${i}` }) });
+    if (r.status !== 201) throw new Error(`subscribe → ${r.status} ${await r.text()}`);
+  }
+  let controls = 0;
   let nextStream = 0;
   const amounts = new Map(streams.map((s) => [s, 0]));
   let opened = 0;
+  // Signed ahead (this process shares the machine with the daemon: signing during the run would slow the load
+  // generator, not the daemon); signed on the fly only when a pool runs out.
+  const PRESIGN = Number(process.env.BENCH_PRESIGN ?? 30_000);
+  const voucherPool = new Map(streams.map((s) => [s, []]));
+  for (let i = 0; i < PRESIGN; i++) { const s = streams[i % streams.length]; const a = (Math.floor(i / streams.length) + 1) * 1000; voucherPool.get(s).push([a, p.voucher(s, a)]); }
+  const credentialPool = Array.from({ length: PRESIGN }, (_, i) => p.credential(`o-${i + 1}`));
+  const controlPool = Array.from({ length: Math.floor(PRESIGN / 3) }, (_, i) => p.control({ jti: `j-${i + 1}`, kind: 'budget.halted', budget: `b-${i + 1}`, reason: 'sla' }));
   const subjects = {
     vouchers: () => ({
       url: d.url, connections: CONNECTIONS, pipelining: 1,
@@ -51,7 +70,10 @@ try {
           ctx.stream ??= streams[nextStream++ % streams.length];
           const amount = amounts.get(ctx.stream) + 1000;
           amounts.set(ctx.stream, amount);
-          return { ...req, path: `/v1/streams/${ctx.stream}/vouchers`, body: JSON.stringify({ voucher: p.voucher(ctx.stream, amount) }) };
+          const pool = voucherPool.get(ctx.stream);
+          while (pool.length && pool[0][0] < amount) pool.shift();
+          const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : p.voucher(ctx.stream, amount);
+          return { ...req, path: `/v1/streams/${ctx.stream}/vouchers`, body: JSON.stringify({ voucher: v }) };
         },
       }],
     }),
@@ -59,7 +81,17 @@ try {
       url: d.url, connections: CONNECTIONS, pipelining: 1,
       requests: [{
         method: 'POST', headers, path: '/v1/allowances/verify',
-        setupRequest: (req) => ({ ...req, body: JSON.stringify({ credential: p.credential(`o-${++opened}`) }) }),
+        setupRequest: (req) => { const n = ++opened; return { ...req, body: JSON.stringify({ credential: credentialPool[n - 1] ?? p.credential(`o-${n}`) }) }; },
+      }],
+    }),
+    control: () => ({
+      url: d.url, connections: CONNECTIONS, pipelining: 1,
+      requests: [{
+        method: 'POST', headers, path: '/v1/control',
+        setupRequest: (req) => {
+          const n = ++controls;
+          return { ...req, body: JSON.stringify({ message: controlPool[n - 1] ?? p.control({ jti: `j-${n}`, kind: 'budget.halted', budget: `b-${n}`, reason: 'sla' }) }) };
+        },
       }],
     }),
   };
@@ -72,13 +104,17 @@ try {
   await run('vouchers', 2);
   await run('open', 2);
   rawRate(1);
-  const res = { raw: [], vouchers: [], open: [], vRatio: [], oRatio: [] };
+  await run('control', 2);
+  const res = { raw: [], vouchers: [], open: [], control: [], vRatio: [], oRatio: [], cRatio: [] };
   for (let k = 0; k < ROUNDS; k++) {
     const a = rawRate();
     const v = await run('vouchers');
     const b = rawRate();
     const o = await run('open');
+    const c = await run('control');
     res.raw.push(a, b);
+    res.control.push(c);
+    res.cRatio.push(c.rps / b);
     res.vouchers.push(v);
     res.open.push(o);
     res.vRatio.push(v.rps / a);
@@ -90,6 +126,7 @@ try {
     if (f.billedTruth.amountMicro !== String(amounts.get(s))) throw new Error(`${s}: billed ${f.billedTruth.amountMicro}, last sent ${amounts.get(s)}`);
   }
   raw.close();
+  receiver.close();
   const vr = median(res.vRatio);
   const or = median(res.oRatio);
   const line = (label, runs) => `  ${label.padEnd(42)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
@@ -97,6 +134,7 @@ try {
   console.log(`  ${'raw single-row commit (WAL, synchronous=FULL)'.padEnd(42)}${fmt(median(res.raw)).padStart(7)}/s`);
   console.log(`${line('POST /v1/streams/{id}/vouchers', res.vouchers)}   ratio ${vr.toFixed(2)} (target >= ${TARGET}) ${vr >= TARGET ? 'ok' : 'MISSED'}`);
   console.log(`${line('POST /v1/allowances/verify (new stream)', res.open)}   ratio ${or.toFixed(2)} (target >= ${TARGET}) ${or >= TARGET ? 'ok' : 'MISSED'}`);
+  console.log(`${line(`POST /v1/control (${SUBSCRIPTIONS} subscription${SUBSCRIPTIONS === 1 ? '' : 's'})`, res.control)}   ratio ${median(res.cRatio).toFixed(2)} (no target; deliveries run meanwhile)`);
   process.exitCode = vr >= TARGET && or >= TARGET ? 0 : 1;
 } finally {
   await p.cleanup();

@@ -43,13 +43,15 @@ export function prepare(prefix) {
       iss: ISSUER, sub: 'payer-1', aud: NODE, jti: `cred-${stream}`, iat: now(), exp: now() + 7200,
       stream, budget: 'budget-1', cap: '1000000000000000', asset: 'USDC', unitPrice: '1', mode: 'escrow', cnf: { jwk: payerJwk }, ...claims,
     }, issuer.privateKey);
+  const control = (claims) => compact({ alg: 'EdDSA', typ: 'control+jwt', kid: 'bench-k1' }, { iss: ISSUER, aud: NODE, iat: now(), ...claims }, issuer.privateKey);
   const voucher = (stream, amount) => compact({ alg: 'EdDSA', typ: 'voucher+jwt', kid: 'payer-1' }, { stream, amount: String(amount), units: String(amount), iat: now() }, payer.privateKey);
 
   /** Start the daemon; resolves with { url, child, startedMs } once it prints `listening on`. */
   const daemon = (args = [], extraEnv = {}) =>
     new Promise((resolve, reject) => {
       const t0 = performance.now();
-      const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'daemon', '--host', '127.0.0.1', '--port', '0', '--rate-limit', '0', ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []; // e.g. --cpu-prof
+      const child = spawn(process.execPath, [...nodeArgs, BIN, '--data-dir', dataDir, 'daemon', '--host', '127.0.0.1', '--port', '0', '--rate-limit', '0', ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       let out = '';
       let err = '';
@@ -64,5 +66,5 @@ export function prepare(prefix) {
   const stop = (child) => (child.exitCode !== null || child.signalCode !== null ? Promise.resolve() : new Promise((r) => { child.once('exit', r); child.kill('SIGTERM'); }));
   const stopAll = () => Promise.all(children.map(stop));
   const cleanup = async () => { await stopAll(); rmSync(root, { recursive: true, force: true }); };
-  return { root, dataDir, token, cli, credential, voucher, daemon, stop, cleanup, auth: { authorization: `Bearer ${token}` } };
+  return { root, dataDir, token, cli, credential, voucher, control, daemon, stop, cleanup, auth: { authorization: `Bearer ${token}` } };
 }
