@@ -58,6 +58,7 @@ export function prepare(prefix) {
       child.stderr.on('data', (b) => { err = (err + b).slice(-4096); });
       child.once('exit', (code) => reject(new Error(`daemon exited ${code} before listening\n${err}`)));
       child.stdout.on('data', (b) => {
+        if (process.env.BENCH_DAEMON_STDOUT) process.stderr.write(b); // e.g. with BENCH_NODE_ARGS=--trace-gc
         out += b;
         const m = /listening on (http:\/\/\S+)/.exec(out);
         if (m) resolve({ url: m[1], child, startedMs: performance.now() - t0 });

@@ -37,18 +37,21 @@ export function recordEvent(db: Db, nodeId: string, type: EventKind, externalRef
   return e;
 }
 
-export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; body_v100: string | null }
+export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string }
+
+// Not `*`: body_v100 is computed when read (a generated column), and these reads only need the 1.1.0 body.
+const COLUMNS = 'seq, id, node_id, type, external_ref, occurred_at, body';
 
 export const events = {
-  get: (db: Db, nodeId: string, id: string) => stmt(db, 'SELECT * FROM events WHERE node_id = ? AND id = ?').get(nodeId, id) as EventRow | undefined,
+  get: (db: Db, nodeId: string, id: string) => stmt(db, `SELECT ${COLUMNS} FROM events WHERE node_id = ? AND id = ?`).get(nodeId, id) as EventRow | undefined,
   /** The node's events after `afterSeq`, oldest first (by type: on the (node, type, seq) index). */
   page: (db: Db, nodeId: string, afterSeq: number, limit: number, type?: string) =>
     (type
-      ? stmt(db, 'SELECT * FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, type, limit)
-      : stmt(db, 'SELECT * FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?').all(nodeId, afterSeq, limit)) as EventRow[],
+      ? stmt(db, `SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?`).all(nodeId, afterSeq, type, limit)
+      : stmt(db, `SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?`).all(nodeId, afterSeq, limit)) as EventRow[],
   /** Tests and tools (not a run-time path): walks the node's events. */
   forRef: (db: Db, nodeId: string, externalRef: string) =>
-    stmt(db, 'SELECT * FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq').all(nodeId, externalRef) as EventRow[],
+    stmt(db, `SELECT ${COLUMNS} FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq`).all(nodeId, externalRef) as EventRow[],
   /** The seq just before the node's first event recorded at or after `time` (a cursor for "since"), on the (node, time) index. */
   seqBefore: (db: Db, nodeId: string, time: number) => {
     const r = stmt(db, 'SELECT seq FROM events WHERE node_id = ? AND occurred_at >= ? ORDER BY occurred_at, seq LIMIT 1').get(nodeId, time) as { seq: number } | undefined;
