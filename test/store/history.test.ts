@@ -11,7 +11,8 @@ import { envelopeBody, EVENT_KIND_LIST, kindInVersion } from '../../src/domain/e
 import { Lru } from '../../src/lru.js';
 import { Pruner } from '../../src/ops/retention.js';
 import { addKeys, addNode, issueToken } from '../../src/service/admin.js';
-import { openStore, preparedSql, WriteQueue, type Store } from '../../src/store/db.js';
+import { migrate, openStore, preparedSql, WriteQueue, type Store } from '../../src/store/db.js';
+import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { recordEvent } from '../../src/store/events.js';
 import { claimDue, deliveries, recordAttempt, releaseStaleLeases, subscriptions } from '../../src/store/webhooks.js';
 import { clientOf } from '../helpers/daemon.js';
@@ -286,6 +287,50 @@ describe('store rules', () => {
     expect(gauge()).toBe(1);
     expect(gauge()).toBe((s.db.prepare('SELECT COUNT(*) AS n FROM streams WHERE billed_micro > final_micro').get() as { n: number }).n);
     s.close();
+  });
+});
+
+describe('upgrading a store written before migration 90', () => {
+  it('backfills counters, gauges and recorded attempts, and the generated 1.0.0 body equals the one that was stored', () => {
+    const db = new Database(join(tempDir(), 'old.db'));
+    db.pragma('foreign_keys = ON');
+    db.transaction(() => {
+      for (const m of MIGRATIONS.filter((x) => x.version <= 50)) m.up(db);
+      db.pragma('user_version = 50');
+    })();
+    db.exec(`INSERT INTO nodes(id, created_at) VALUES ('node-a', 0);
+      INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at)
+        VALUES ('whk_1', 'node-a', 'http://127.0.0.1:9/h', '*', '1.0.0', 'active', 'whsec_x', 0, 0);
+      INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro, mode, voucher_key, claims, created_at, updated_at, billed_micro, final_micro)
+        VALUES ('node-a', 's1', 'b', 'i', 'p', 'c', 'jws', 0, 0, 100, 'USDC', 1, 'escrow', '{}', '{}', 0, 0, 50, 10),
+               ('node-a', 's2', 'b', 'i', 'p', 'c', 'jws', 0, 0, 100, 'USDC', 1, 'escrow', '{}', '{}', 0, 0, 50, 50);`);
+    const bodies: Array<[string, string]> = [];
+    const ins = db.prepare('INSERT INTO events(id, node_id, type, external_ref, occurred_at, body, body_v100) VALUES (?, ?, ?, ?, ?, ?, ?)');
+    for (let i = 0; i < 4; i++) {
+      const base = { id: `evt_${i}`, type: 'budget.halted' as const, occurredAt: new Date(i).toISOString(), externalRef: 'budget:b', data: { budget: 'b', reason: 'sla' } };
+      ins.run(base.id, 'node-a', base.type, base.externalRef, i, envelopeBody(base, '1.1.0'), envelopeBody(base, '1.0.0'));
+      bodies.push([base.id, envelopeBody(base, '1.0.0')]);
+    }
+    const dl = db.prepare("INSERT INTO deliveries(id, event_seq, subscription_id, status, attempts, next_attempt_at, created_at, last_error) VALUES (?, ?, 'whk_1', ?, ?, ?, 0, ?)");
+    dl.run('dlv_ok', 1, 'delivered', 1, 0, null);
+    dl.run('dlv_retry', 2, 'pending', 1, 9_999_999, 'HTTP 500');
+    dl.run('dlv_crashed', 3, 'pending', 2, 9_999_999, 'HTTP 500'); // claimed a second time, never recorded
+    dl.run('dlv_dead', 4, 'dead', 9, 0, 'HTTP 500');
+    const at = db.prepare("INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, outcome) VALUES (?, ?, 'whk_1', ?, 1, 0, 1, ?)");
+    at.run('atm_1', 'dlv_ok', 1, 'delivered');
+    at.run('atm_2', 'dlv_retry', 2, 'failed');
+    at.run('atm_3', 'dlv_crashed', 3, 'failed');
+    migrate(db);
+    expect(db.pragma('user_version', { simple: true })).toBe(90);
+    expect(counters(db)).toEqual(recount(db));
+    expect(counters(db)).toEqual([
+      { subscription_id: 'whk_1', state: 'dead', n: 1 }, { subscription_id: 'whk_1', state: 'delivered', n: 1 }, { subscription_id: 'whk_1', state: 'retrying', n: 2 },
+    ]);
+    expect(db.prepare("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'").get()).toEqual({ n: 1 });
+    expect(releaseStaleLeases(db, 1000)).toBe(1);
+    expect(db.prepare('SELECT id FROM deliveries WHERE next_attempt_at = 1000').all()).toEqual([{ id: 'dlv_crashed' }]);
+    for (const [id, v100] of bodies) expect(db.prepare('SELECT body_v100 FROM events WHERE id = ?').get(id)).toEqual({ body_v100: v100 });
+    db.close();
   });
 });
 
