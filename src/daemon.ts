@@ -117,6 +117,8 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const deps: Deps = {
     store,
+    // 2,000 verified credentials (LRU-ish): the repeated verify of active streams stays a cache hit, and 10k
+    // streams do not keep 10k parsed credentials in the daemon's memory (bench/memory).
     keyring: new Keyring(store, { clockTolerance: config.clockTolerance, cacheSize: 2_000 }),
     config,
     now: Date.now,

@@ -80,15 +80,15 @@ export function revokeTokens(store: Store, nodeId: string, now = Date.now()) {
 /** The node a bearer token belongs to, or undefined (unknown, revoked, grace expired). */
 export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.db, hashToken(token), now);
 
+/** Tokens remembered by the daemon (one entry each, least recently used evicted first). */
+export const TOKEN_CACHE_SIZE = 10_000;
+
 /**
  * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands,
  * which commit from another connection, and SQLite's `PRAGMA data_version` moves on every such commit: the
  * memory is dropped then, so a revoked or rotated token is refused on the very next request. A token in its
  * grace period is remembered only until its grace ends.
  */
-/** Tokens remembered by the daemon (one entry each, least recently used evicted first). */
-export const TOKEN_CACHE_SIZE = 10_000;
-
 export function tokenResolver(store: Store) {
   const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
   let version: unknown;
