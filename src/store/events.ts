@@ -59,7 +59,4 @@ export const events = {
   },
   /** The node's newest seq (0: none). */
   lastSeq: (db: Db, nodeId: string) => (stmt(db, 'SELECT MAX(seq) AS s FROM events WHERE node_id = ?').get(nodeId) as { s: number | null }).s ?? 0,
-  /** When the node's oldest kept event occurred (null: none kept). */
-  oldest: (db: Db, nodeId: string) =>
-    (stmt(db, 'SELECT occurred_at AS t FROM events WHERE node_id = ? ORDER BY seq LIMIT 1').get(nodeId) as { t: number } | undefined)?.t ?? null,
 };
