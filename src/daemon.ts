@@ -94,6 +94,11 @@ function lockDataDir(dataDir: string): () => void {
 function boundHeapGrowth(): void {
   const pct = Number(process.env.NODE_SVC_HEAP_GROWING_PERCENT ?? 20);
   if (Number.isInteger(pct) && pct > 0) v8.setFlagsFromString(`--heap-growing-percent=${pct}`);
+  // The young generation doubles under request load up to 2 x 16 MB (--max-semi-space-size cannot be changed once
+  // the heap exists; its growth factor is read at each resize). Not growing it: bench/memory peak 124 → 106 MB,
+  // bench/delivery 121 → 107 MB, bench/http rates unchanged. NODE_SVC_SEMI_SPACE_GROWTH_FACTOR overrides (0: V8's).
+  const growth = Number(process.env.NODE_SVC_SEMI_SPACE_GROWTH_FACTOR ?? 1);
+  if (Number.isInteger(growth) && growth > 0) v8.setFlagsFromString(`--semi-space-growth-factor=${growth}`);
 }
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
