@@ -9,7 +9,7 @@ import { parseCidrs } from '../delivery/target.js';
 
 type Kind = 'string' | 'integer' | 'list';
 export const CONFIG_KEYS: Record<string, Kind> = {
-  host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer',
+  host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer', retention: 'string',
   webhookAllow: 'list', webhookDeny: 'list', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
   contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string',
@@ -64,6 +64,7 @@ export function readConfigFile(dataDir: string): Record<string, string> {
       problems.push(`"${k}": must be a list (array or comma-separated string), got ${JSON.stringify(v)}`);
     else if (kind === 'string' && typeof v !== 'string') problems.push(`"${k}": must be a string, got ${JSON.stringify(v)}`);
     else if (RANGES[k] && !(Number(v) >= RANGES[k]![0] && Number(v) <= RANGES[k]![1])) problems.push(`"${k}": must be from ${RANGES[k]![0]} to ${RANGES[k]![1]}, got ${JSON.stringify(v)}`);
+    else if (k === 'retention' && parseDuration(v as string) === undefined) problems.push(`"${k}": must be a duration (30d, 720h; 0 keeps all), got ${JSON.stringify(v)}`);
     else if (CHOICES[k] && !CHOICES[k]!.includes(v as string)) problems.push(`"${k}": must be one of ${CHOICES[k]!.join(', ')}, got ${JSON.stringify(v)}`);
     else {
       const text = Array.isArray(v) ? v.join(',') : String(v);

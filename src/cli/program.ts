@@ -113,6 +113,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--rate-limit <n>', 'requests/s per token, burst 2x (default 1000; 0: off)').env('NODE_SVC_RATE_LIMIT'))
     .addOption(new Option('--retry-schedule <seconds>', 'webhook retry intervals, comma-separated (default 5,300,1800,7200,18000,36000,50400,72000,86400; ±20% jitter)').env('NODE_SVC_RETRY_SCHEDULE'))
     .addOption(new Option('--delivery-timeout <seconds>', 'webhook attempt timeout (default 15)').env('NODE_SVC_DELIVERY_TIMEOUT'))
+    .addOption(new Option('--retention <duration>', 'prune delivered webhook deliveries, their attempts and events older than this (default 30d; 0 keeps all; never billed truth or settlements)').env('NODE_SVC_RETENTION'))
     .addOption(new Option('--webhook-allow <cidrs>', 'only deliver to these networks (comma-separated CIDRs)').env('NODE_SVC_WEBHOOK_ALLOW'))
     .addOption(new Option('--webhook-deny <cidrs>', 'never deliver to these networks (link-local and metadata are always refused)').env('NODE_SVC_WEBHOOK_DENY'))
     .addOption(new Option('--mode <mode>', 'settle on a rail: escrow or card (default: no settlement)').env('NODE_SVC_MODE'))

@@ -1,8 +1,10 @@
-// Gauges read from the store at scrape time: outbox depth and settlement lag.
+// Gauges read from the store at scrape time: outbox depth and settlement lag. Each read is bounded by the number of
+// subscriptions or open settlements, never by history: counts come from rows the store's triggers keep (migration 0090).
 import type { Deps } from '../service/deps.js';
 import { stmt } from '../store/db.js';
 import { settlementHealth } from '../service/health.js';
 import { health } from '../store/health.js';
+import { attempts } from '../store/webhooks.js';
 import type { Gauge } from './metrics.js';
 
 export function opsGauges(d: Deps): Gauge[] {
@@ -11,15 +13,14 @@ export function opsGauges(d: Deps): Gauge[] {
       name: 'node_svc_outbox_depth',
       help: 'Webhook deliveries not yet acknowledged, by status (pending = not failed yet, in flight included; retrying = failed at least once)',
       read: () => {
-        // `attempts` counts claims (a first attempt in flight has 1): a recorded failure is what sets last_error.
-        const r = stmt(d.store.db, "SELECT SUM(last_error IS NULL) AS pending, SUM(last_error IS NOT NULL) AS retrying FROM deliveries WHERE status = 'pending'").get() as { pending: number | null; retrying: number | null };
-        return [{ labels: { status: 'pending' }, value: r.pending ?? 0 }, { labels: { status: 'retrying' }, value: r.retrying ?? 0 }];
+        const t = attempts.totals(d.store.db);
+        return [{ labels: { status: 'pending' }, value: t.pending }, { labels: { status: 'retrying' }, value: t.retrying }];
       },
     },
     {
       name: 'node_svc_webhook_dead_deliveries',
       help: 'Deliveries that used up their retry schedule (replay them with node-svc webhooks replay)',
-      read: () => (stmt(d.store.db, "SELECT COUNT(*) AS n FROM deliveries WHERE status = 'dead'").get() as { n: number }).n,
+      read: () => attempts.totals(d.store.db).dead,
     },
     {
       name: 'node_svc_settlement_lag_seconds',
@@ -41,7 +42,7 @@ export function opsGauges(d: Deps): Gauge[] {
     {
       name: 'node_svc_unsettled_streams',
       help: 'Streams whose billed truth is above their final amount',
-      read: () => (stmt(d.store.db, 'SELECT COUNT(*) AS n FROM streams WHERE billed_micro > final_micro').get() as { n: number }).n,
+      read: () => (stmt(d.store.db, "SELECT n FROM store_gauges WHERE name = 'unsettled_streams'").get() as { n: number } | undefined)?.n ?? 0,
     },
   ];
 }

@@ -128,8 +128,8 @@ export function createClient(opts: ClientOptions) {
     rotateWebhookSecret: (id: string, overlapSeconds?: number) =>
       call<Record<string, any>>('POST', `/v1/webhooks/${enc(id)}/rotate-secret`, overlapSeconds === undefined ? {} : { overlapSeconds }),
     redeliverEvent: (id: string, subscription?: string) => call<{ event: string; queued: { subscription: string; deliveryId: string }[] }>('POST', `/v1/events/${enc(id)}/redeliver`, subscription ? { subscription } : {}),
-    listEvents: (q: { cursor?: string; limit?: number; type?: string } = {}) =>
-      call<{ data: Record<string, any>[]; nextCursor: string | null; hasMore: boolean }>('GET', `/v1/events${qs(q)}`),
+    listEvents: (q: { cursor?: string; limit?: number; type?: string; since?: string } = {}) =>
+      call<{ data: Record<string, any>[]; nextCursor: string | null; hasMore: boolean; retentionHorizon: string | null; sincePruned: boolean }>('GET', `/v1/events${qs(q)}`),
   };
 }
 export type Client = ReturnType<typeof createClient>;

@@ -6,6 +6,7 @@ import { NODE_ID_RE, newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Store } from '../store/db.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
+import { Lru } from '../lru.js';
 import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
 import { connectionProblem } from '../sdk/client.js';
 
@@ -80,6 +81,9 @@ export function revokeTokens(store: Store, nodeId: string, now = Date.now()) {
 /** The node a bearer token belongs to, or undefined (unknown, revoked, grace expired). */
 export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.db, hashToken(token), now);
 
+/** Tokens remembered by the daemon (one entry each, least recently used evicted first). */
+export const TOKEN_CACHE_SIZE = 10_000;
+
 /**
  * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands,
  * which commit from another connection, and SQLite's `PRAGMA data_version` moves on every such commit: the
@@ -87,7 +91,7 @@ export const nodeForToken = (store: Store, token: string, now = Date.now()) => t
  * grace period is remembered only until its grace ends.
  */
 export function tokenResolver(store: Store) {
-  const known = new Map<string, { node: string; until: number }>();
+  const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
   let version: unknown;
   const dataVersion = store.db.prepare('PRAGMA data_version').pluck();
   return (token: string, now = Date.now()): string | undefined => {
@@ -101,7 +105,6 @@ export function tokenResolver(store: Store) {
     const hash = hashToken(token);
     const node = tokens.nodeFor(store.db, hash, now);
     if (node) {
-      if (known.size >= 10_000) known.clear();
       known.set(token, { node, until: tokens.graceUntil(store.db, hash) ?? Number.MAX_SAFE_INTEGER });
     }
     return node;

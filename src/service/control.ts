@@ -44,7 +44,7 @@ function period(c: Record<string, unknown>, required: boolean): number | null {
   return v;
 }
 
-export function applyControl(d: Deps, nodeId: string, message: unknown) {
+export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   if (typeof message !== 'string' || message.length > 16 * 1024) throw no('malformed', 'message must be a compact JWS string of at most 16 KiB');
   const parts = splitCompact(message);
   const header = parts && decodeJson(parts[0]);
@@ -68,7 +68,7 @@ export function applyControl(d: Deps, nodeId: string, message: unknown) {
   const kind = c.kind as ControlKind;
   const hash = createHash('sha256').update(message).digest('hex');
 
-  return d.store.db.transaction(() => {
+  return d.store.write(() => { // group commit: shares one durable commit with concurrent writes
     const db = d.store.db;
     const seen = controlMessages.get(db, nodeId, c.jti as string);
     if (seen) {
@@ -146,5 +146,5 @@ export function applyControl(d: Deps, nodeId: string, message: unknown) {
     const e = recordEvent(db, nodeId, type, ref, data, now);
     controlMessages.insert(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId: e.id, now });
     return { applied: true, duplicate: false, kind, eventId: e.id };
-  }).immediate();
+  });
 }

@@ -15,6 +15,8 @@ export interface ServiceConfig {
   lowRatePercent: number;
   /** A settlement sent but not mined (captured) for this long is stuck: warned, counted, /healthz degraded. */
   settlementStuckMs: number;
+  /** Delivered deliveries, their attempts and events older than this are pruned (ms; 0 keeps all). */
+  retentionMs: number;
 }
 
 export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
@@ -24,6 +26,7 @@ export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
   criticalPercentLeft: 5,
   lowRatePercent: 80,
   settlementStuckMs: 60_000,
+  retentionMs: 30 * 86_400_000,
 };
 
 /** What the use cases need: no HTTP or terminal types in here. */

@@ -14,6 +14,7 @@ import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, fundingSources, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
+import { Lru } from '../lru.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released' | 'unfunded';
 
@@ -81,10 +82,10 @@ export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): P
     }
   }
   if (known) requireFundingFresh(d, known);
-  return d.store.db.transaction((): VerifyResult => {
+  return d.store.write((): VerifyResult => { // group commit: shares one durable commit with concurrent writes
     const r = register(d, nodeId, jws as string, out.claims, source, check);
     return r ?? out.claims.result;
-  }).immediate();
+  });
 }
 
 /** Register or renew the credential's stream; a refusal when live state says no. Call inside a transaction. */
@@ -282,13 +283,13 @@ export function listStreams(d: Deps, nodeId: string, cursor: string | undefined,
 // ---- vouchers ----
 
 export const VOUCHER_TYP = 'voucher+jwt';
-const keyCache = new Map<string, KeyObject>();
+// Bounded for daemon memory (a KeyObject each): hot streams stay, a cold one costs one key import (~20 µs).
+const keyCache = new Lru<string, KeyObject>(2_000);
 function voucherKey(jwkJson: string): KeyObject {
   let k = keyCache.get(jwkJson);
   if (!k) {
     const { jwk } = JSON.parse(jwkJson) as { jwk: Record<string, unknown> };
     k = createPublicKey({ key: { kty: jwk.kty, crv: jwk.crv, x: jwk.x, y: jwk.y } as never, format: 'jwk' });
-    if (keyCache.size > 10_000) keyCache.clear();
     keyCache.set(jwkJson, k);
   }
   return k;
@@ -371,7 +372,7 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
     if (!r.valid && r.refusal !== 'unfunded') throw refused('credential_refused', r.refusal, r.detail, { valid: false });
     if (r.valid && r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
   }
-  return d.store.db.transaction(() => {
+  return d.store.write(() => { // group commit: shares one durable commit with concurrent writes
     const db = d.store.db;
     const row = requireStream(d, nodeId, id);
     requireFundingFresh(d, row);
@@ -403,5 +404,5 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
       exhausted,
       voucherHash: createHash('sha256').update(encoded).digest('hex'),
     };
-  }).immediate();
+  });
 }

@@ -113,7 +113,7 @@ export function listAttempts(d: Deps, nodeId: string, id: string, cursor: string
   const h = attempts.health(d.store.db, s.id);
   return {
     subscription: s.id,
-    health: { pending: h.pending ?? 0, retrying: h.retrying ?? 0, dead: h.dead ?? 0, delivered: h.delivered ?? 0 },
+    health: { pending: h.pending, retrying: h.retrying, dead: h.dead, delivered: h.delivered },
     data: page.map((a) => ({
       id: a.id,
       deliveryId: a.delivery_id,
@@ -161,16 +161,29 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
 
 const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 
-export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string) {
+/**
+ * The node's events oldest first, after `cursor` or from the first one recorded at or after `since` (RFC 3339).
+ * With retention on, events older than the horizon may be gone: the answer names the horizon and says when
+ * `since` reaches before it.
+ */
+export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
-  const after = cursor ? Number.parseInt(Buffer.from(cursor, 'base64url').toString('utf8'), 10) : 0;
+  if (cursor !== undefined && since !== undefined) throw invalidRequest('give cursor or since, not both');
+  let after = cursor ? Number.parseInt(Buffer.from(cursor, 'base64url').toString('utf8'), 10) : 0;
   if (!Number.isSafeInteger(after) || after < 0) throw invalidRequest('cursor is not valid');
+  const sinceMs = since === undefined ? undefined : Date.parse(since);
+  if (sinceMs !== undefined && (Number.isNaN(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(since!))) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`);
+  if (sinceMs !== undefined) after = eventsTable.seqBefore(d.store.db, nodeId, sinceMs) ?? eventsTable.lastSeq(d.store.db, nodeId);
+  const horizon = d.config.retentionMs > 0 ? d.now() - d.config.retentionMs : null;
   const rows = eventsTable.page(d.store.db, nodeId, after, limit + 1, type);
   const page = rows.slice(0, limit);
+  const cursorOf = (seq: number) => Buffer.from(String(seq)).toString('base64url');
   return {
+    retentionHorizon: horizon === null ? null : iso(horizon),
+    sincePruned: sinceMs !== undefined && horizon !== null && sinceMs < horizon,
     data: page.map(envelope),
     // Always a cursor (the last event seen), so a reconciler can poll for what comes next.
-    nextCursor: page.length ? Buffer.from(String(page[page.length - 1]!.seq)).toString('base64url') : (cursor ?? null),
+    nextCursor: page.length ? cursorOf(page[page.length - 1]!.seq) : cursor ?? (sinceMs !== undefined ? cursorOf(after) : null),
     hasMore: rows.length > limit,
   };
 }

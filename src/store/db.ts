@@ -25,7 +25,67 @@ export interface Store {
   db: Db;
   dataDir: string;
   path: string;
+  /**
+   * Group commit: run `fn` in the next shared write transaction and resolve after that transaction is durably
+   * committed (synchronous=FULL), so an answer sent after it still means "on disk". `fn` runs in its own savepoint:
+   * if it throws, only its changes are undone and only its promise rejects.
+   */
+  write<T>(fn: () => T): Promise<T>;
   close(): void;
+}
+
+interface WriteJob {
+  fn: () => unknown;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+}
+
+/**
+ * Concurrent writes (requests whose bodies arrived in the same turn of the event loop) share one transaction and
+ * one fsync. The batch runs on setImmediate: after the I/O that queued it, with no timer added to any request.
+ */
+export class WriteQueue {
+  #jobs: WriteJob[] = [];
+  #scheduled = false;
+  /** Transactions committed and jobs run through them (bench/commit reads these). */
+  readonly stats = { commits: 0, jobs: 0 };
+  constructor(readonly db: Db) {}
+
+  write<T>(fn: () => T): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      this.#jobs.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      if (!this.#scheduled) {
+        this.#scheduled = true;
+        setImmediate(() => this.flush());
+      }
+    });
+  }
+
+  /** Run every queued job in one IMMEDIATE transaction, then settle each promise. */
+  flush(): void {
+    this.#scheduled = false;
+    const jobs = this.#jobs;
+    this.#jobs = [];
+    if (!jobs.length) return;
+    const out: Array<{ ok: boolean; v: unknown }> = new Array(jobs.length);
+    try {
+      this.db.transaction(() => {
+        for (let i = 0; i < jobs.length; i++) {
+          try {
+            out[i] = { ok: true, v: this.db.transaction(jobs[i]!.fn)() }; // nested: a savepoint
+          } catch (err) {
+            out[i] = { ok: false, v: err };
+          }
+        }
+      }).immediate();
+    } catch (err) {
+      for (const j of jobs) j.reject(err); // nothing of the batch is on disk
+      return;
+    }
+    this.stats.commits++;
+    this.stats.jobs += jobs.length;
+    for (let i = 0; i < jobs.length; i++) (out[i]!.ok ? jobs[i]!.resolve : jobs[i]!.reject)(out[i]!.v);
+  }
 }
 
 export const DB_FILE = 'node-svc.db';
@@ -112,7 +172,8 @@ export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): S
     db.close();
     throw err;
   }
-  return { db, dataDir, path, close: () => db.close() };
+  let queue: WriteQueue | undefined;
+  return { db, dataDir, path, write: (fn) => (queue ??= new WriteQueue(db)).write(fn), close: () => db.close() };
 }
 
 // Statements prepared once per connection: preparing is a measurable share of a hot request (bench/http).
@@ -130,6 +191,9 @@ export function stmt(db: Db, sql: string, safe = false): BetterSqlite3.Statement
   }
   return s;
 }
+
+/** The SQL of every statement prepared through stmt() on `db` so far (a test checks each one's query plan). */
+export const preparedSql = (db: Db): string[] => [...new Set([...(statements.get(db)?.keys() ?? [])].map((k) => k.replace(/^safe:/, '')))];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 

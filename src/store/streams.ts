@@ -54,8 +54,12 @@ export interface StreamRow {
 const JOINS = `FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
   LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget`;
 const STANDING_COLUMNS = 'r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons';
-/** The billed amount as of the start of the rate window (bound first), for the observed rate. */
-const BILLED_BEFORE = '(SELECT MAX(v.amount_micro) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?) AS billed_before';
+/**
+ * The billed amount as of the start of the rate window (bound first), for the observed rate. Accepted vouchers only
+ * grow, so it is the last one received by then: one seek on (node, stream, received_at), whatever the history.
+ */
+const BILLED_BEFORE = `(SELECT v.amount_micro FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at <= ?
+  ORDER BY v.received_at DESC LIMIT 1) AS billed_before`;
 // Only the columns headroom and verify read (not the credential's claims or the voucher texts).
 const NARROW_COLUMNS = 's.node_id, s.id, s.budget, s.asset, s.cap_micro, s.billed_micro, s.unit_price_micro, s.rate_micro_per_s, s.status, s.status_reason, s.exp, ' +
   's.funding_source, s.funding_status, s.funding_reason, s.funding_limit_micro';

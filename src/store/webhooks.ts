@@ -128,11 +128,11 @@ export function claimDue(db: Db, now: number, leaseMs: number, limit: number, pe
 
 /**
  * At start, with the data dir locked to this process: deliveries claimed by a previous run that never recorded
- * their attempt (it crashed mid-send) are due now, instead of when their lease would have run out.
+ * their attempt (it crashed mid-send) are due now, instead of when their lease would have run out. A claim adds
+ * to `attempts`, a recorded attempt sets `recorded_attempts`: one comparison per leased row, walked on the due index.
  */
 export function releaseStaleLeases(db: Db, now: number): number {
-  return stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ?
-    AND attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`).run(now, now).changes;
+  return stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ? AND attempts > recorded_attempts`).run(now, now).changes;
 }
 
 export interface AttemptRecord {
@@ -153,23 +153,42 @@ export function recordAttempt(db: Db, a: AttemptRecord): void {
   stmt(db, `INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(newId('atm'), a.deliveryId, a.subscriptionId, a.eventSeq, a.attempt, a.at, a.durationMs, a.statusCode, a.error, a.outcome, a.nextAttemptAt);
   if (a.outcome === 'delivered') {
-    stmt(db, "UPDATE deliveries SET status = 'delivered', delivered_at = ?, last_status = ?, last_error = NULL WHERE id = ? AND status = 'pending'").run(a.at + a.durationMs, a.statusCode, a.deliveryId);
+    stmt(db, `UPDATE deliveries SET status = 'delivered', delivered_at = ?, last_status = ?, last_error = NULL, recorded_attempts = MAX(recorded_attempts, ?)
+      WHERE id = ? AND status = 'pending'`).run(a.at + a.durationMs, a.statusCode, a.attempt, a.deliveryId);
   } else {
     const dead = a.outcome === 'gone' || a.nextAttemptAt === null;
-    stmt(db, `UPDATE deliveries SET status = CASE WHEN ? THEN 'dead' ELSE status END, next_attempt_at = COALESCE(?, next_attempt_at), last_status = ?, last_error = ?
-      WHERE id = ? AND status = 'pending'`).run(dead ? 1 : 0, a.nextAttemptAt, a.statusCode, a.error, a.deliveryId);
+    stmt(db, `UPDATE deliveries SET status = CASE WHEN ? THEN 'dead' ELSE status END, next_attempt_at = COALESCE(?, next_attempt_at), last_status = ?, last_error = ?,
+      recorded_attempts = MAX(recorded_attempts, ?) WHERE id = ? AND status = 'pending'`).run(dead ? 1 : 0, a.nextAttemptAt, a.statusCode, a.error, a.attempt, a.deliveryId);
   }
 }
 
 export interface AttemptRow { id: string; delivery_id: string; event_id: string; attempt: number; attempted_at: number; duration_ms: number; status_code: number | null; error: string | null; outcome: string; next_attempt_at: number | null; delivery_status: string }
 
+const ATTEMPT_PAGE = `SELECT a.id, a.delivery_id, e.id AS event_id, a.attempt, a.attempted_at, a.duration_ms, a.status_code, a.error, a.outcome, a.next_attempt_at, d.status AS delivery_status
+  FROM delivery_attempts a JOIN events e ON e.seq = a.event_seq JOIN deliveries d ON d.id = a.delivery_id`;
+
+export type DeliveryState = 'pending' | 'retrying' | 'delivered' | 'dead' | 'cancelled';
+
 export const attempts = {
-  /** Newest first; `before` is an attempt id cursor. */
+  /**
+   * Newest first (insertion order, which is attempt id order: ids are monotonic ULIDs made at insert); `before` is an
+   * attempt id cursor (an unknown one gives an empty page). Walks (subscription_id, rowid) backwards: no sort.
+   */
   page: (db: Db, subscriptionId: string, before: string | null, limit: number) =>
-    stmt(db, `SELECT a.id, a.delivery_id, e.id AS event_id, a.attempt, a.attempted_at, a.duration_ms, a.status_code, a.error, a.outcome, a.next_attempt_at, d.status AS delivery_status
-      FROM delivery_attempts a JOIN events e ON e.seq = a.event_seq JOIN deliveries d ON d.id = a.delivery_id
-      WHERE a.subscription_id = ? AND (? IS NULL OR a.id < ?) ORDER BY a.id DESC LIMIT ?`).all(subscriptionId, before, before, limit) as AttemptRow[],
-  health: (db: Db, subscriptionId: string) =>
-    stmt(db, `SELECT SUM(status = 'pending' AND attempts = 0) AS pending, SUM(status = 'pending' AND attempts > 0) AS retrying,
-      SUM(status = 'dead') AS dead, SUM(status = 'delivered') AS delivered FROM deliveries WHERE subscription_id = ?`).get(subscriptionId) as Record<string, number | null>,
+    (before === null
+      ? stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? ORDER BY a.rowid DESC LIMIT ?`).all(subscriptionId, limit)
+      : stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? AND a.rowid < (SELECT c.rowid FROM delivery_attempts c WHERE c.id = ?) ORDER BY a.rowid DESC LIMIT ?`)
+          .all(subscriptionId, before, limit)) as AttemptRow[],
+  /** Deliveries by health bucket, from the counters the triggers keep (migration 0090): not a count of the history. */
+  health: (db: Db, subscriptionId: string) => {
+    const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
+    for (const r of stmt(db, 'SELECT state, n FROM delivery_counts WHERE subscription_id = ?').all(subscriptionId) as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
+    return out;
+  },
+  /** All subscriptions' deliveries by health bucket (the outbox gauges). */
+  totals: (db: Db) => {
+    const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
+    for (const r of stmt(db, 'SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state').all() as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
+    return out;
+  },
 };

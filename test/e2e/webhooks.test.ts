@@ -576,7 +576,9 @@ describe('webhooks against the real daemon', () => {
     const tail = last!.body.nextCursor as string;
     expect(tail).toBeTruthy();
     const empty = await A.get(`/v1/events?cursor=${encodeURIComponent(tail)}`);
-    expect(empty.body).toEqual({ data: [], nextCursor: tail, hasMore: false });
+    expect(empty.body).toEqual({ data: [], nextCursor: tail, hasMore: false, retentionHorizon: expect.any(String), sincePruned: false });
+    // Default retention 30 days: the horizon is 30 days before now.
+    expect(Math.abs(Date.now() - 30 * 86_400_000 - Date.parse(empty.body.retentionHorizon))).toBeLessThan(120_000);
     const next = await emit(A);
     const after = await A.get(`/v1/events?cursor=${encodeURIComponent(tail)}`);
     expect(after.body.data.map((e: { id: string }) => e.id)).toEqual([next]);

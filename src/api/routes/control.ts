@@ -16,6 +16,6 @@ export function controlRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
         ...problemResponses(400, 401, 413, 415, 429),
       },
     }),
-    (c) => c.json(applyControl(d, c.get('node'), c.req.valid('json').message), 200),
+    async (c) => c.json(await applyControl(d, c.get('node'), c.req.valid('json').message), 200),
   );
 }

@@ -127,15 +127,33 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
   app.openapi(
     createRoute({
       method: 'get', path: '/v1/events', tags: ['events'], security, operationId: 'listEvents', summary: "The caller's events, oldest first, for reconciliation",
-      request: { query: Page.extend({ type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }) }) },
+      request: {
+        query: Page.extend({
+          type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }),
+          since: z.string().max(64).optional().openapi({
+            param: { name: 'since', in: 'query' },
+            description: 'RFC 3339 time: start at the first event recorded at or after it (instead of a cursor)',
+            example: '2026-11-21T10:00:00Z',
+          }),
+        }),
+      },
       responses: {
-        200: json(z.object({ data: z.array(Envelope), nextCursor: z.string().nullable(), hasMore: z.boolean() }).openapi('EventList'), 'Events (envelopes as delivered at schema 1.1.0)'),
+        200: json(
+          z.object({
+            data: z.array(Envelope),
+            nextCursor: z.string().nullable(),
+            hasMore: z.boolean(),
+            retentionHorizon: Time.nullable().openapi({ description: 'Events that occurred before this time may have been pruned (retention); null when the daemon keeps all' }),
+            sincePruned: z.boolean().openapi({ description: '`since` is before the retention horizon: events between the two may have been pruned' }),
+          }).openapi('EventList'),
+          'Events (envelopes as delivered at schema 1.1.0)',
+        ),
         ...problemResponses(400, 401, 429),
       },
     }),
     (c) => {
       const q = c.req.valid('query');
-      return c.json(listEvents(d, c.get('node'), q.cursor, q.limit, q.type) as never, 200);
+      return c.json(listEvents(d, c.get('node'), q.cursor, q.limit, q.type, q.since) as never, 200);
     },
   );
 }

@@ -4,6 +4,7 @@ import { resolveDataDir } from '../../store/db.js';
 import { readConfigFile } from '../config-file.js';
 import { LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
+import { parseDuration } from '../../domain/duration.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { railFromFlags, type RailFlags } from '../../rails/config.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
@@ -14,6 +15,7 @@ export interface DaemonFlags extends RailFlags {
   rateLimit?: string;
   retrySchedule?: string;
   deliveryTimeout?: string;
+  retention?: string;
   webhookAllow?: string;
   webhookDeny?: string;
 }
@@ -38,6 +40,10 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   if (schedule === null || (f.retrySchedule !== undefined && !schedule))
     throw usageError(`--retry-schedule "${f.retrySchedule}" is not a list of seconds`, 'e.g. 5,300,1800,7200 (each an integer; one retry per entry)');
   const timeout = f.deliveryTimeout === undefined ? undefined : int('--delivery-timeout', f.deliveryTimeout, 1, 300);
+  const retentionMs = f.retention === undefined ? undefined : parseDuration(f.retention);
+  if (retentionMs === undefined && f.retention !== undefined)
+    throw usageError(`--retention "${f.retention}" is not a duration`, 'e.g. 30d, 90d, 720h (0 keeps all history)');
+  if (retentionMs !== undefined && retentionMs !== 0 && retentionMs < 3_600_000) throw usageError('--retention must be at least 1h (or 0 to keep all history)');
   const allow = f.webhookAllow ? parseCidrs(f.webhookAllow) : [];
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
@@ -47,6 +53,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     dataDir, host: f.host, port, rateLimit: rate,
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
+    ...(retentionMs !== undefined ? { service: { retentionMs } } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
     ...(rail ? { rail } : {}),
   });

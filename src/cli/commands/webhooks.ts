@@ -74,12 +74,16 @@ async function replaySince(g: GlobalOptions, since: string, o: { subscription?: 
   const client = clientFor(g);
   const ids: string[] = [];
   let cursor: string | undefined;
+  let pruned: string | null = null;
+  // The daemon starts at the first event since then (an index seek): nothing before it is read.
   for (let page = 0; page < 100_000; page++) {
-    const r = await client.listEvents({ ...(cursor ? { cursor } : {}), limit: 500, ...(o.type ? { type: o.type } : {}) });
+    const r = await client.listEvents({ ...(cursor ? { cursor } : { since: new Date(from).toISOString() }), limit: 500, ...(o.type ? { type: o.type } : {}) });
+    if (!cursor && r.sincePruned) pruned = r.retentionHorizon;
     for (const e of r.data) if (Date.parse(e.occurredAt) >= from) ids.push(e.id);
     cursor = r.nextCursor ?? undefined;
-    if (!r.hasMore) break;
+    if (!r.hasMore || !cursor) break;
   }
+  if (pruned) process.stderr.write(`warning: --since is before the retention horizon (${pruned}): events older than that may have been pruned and cannot be replayed\n`);
   const bar = progressBar('replay');
   let queued = 0;
   for (const [i, id] of ids.entries()) {
@@ -87,5 +91,5 @@ async function replaySince(g: GlobalOptions, since: string, o: { subscription?: 
     bar.update(i + 1, ids.length);
   }
   bar.end();
-  return { data: { since: new Date(from).toISOString(), events: ids.length, deliveriesQueued: queued }, human: `replayed ${ids.length} event(s) since ${new Date(from).toISOString()}: ${queued} deliveries queued` };
+  return { data: { since: new Date(from).toISOString(), events: ids.length, deliveriesQueued: queued, prunedBefore: pruned }, human: `replayed ${ids.length} event(s) since ${new Date(from).toISOString()}: ${queued} deliveries queued` };
 }

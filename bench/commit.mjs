@@ -1,0 +1,141 @@
+// bench/commit: write paths against the raw single-row commit rate of the same disk (group commit, issue 14).
+// Baseline: one INSERT per fully synced transaction (WAL, synchronous=FULL, like the daemon) in a loop, in this
+// process, on a database in the same temp dir. Subjects, against the real daemon with many connections:
+// POST /v1/streams/{id}/vouchers (each connection bills its own stream upward) and stream open via
+// POST /v1/allowances/verify (every request a new credential, so a new stream row). Rounds alternate baseline and
+// subject; prints medians and the median per-round ratio. Target (DESIGN §14): >= 0.6 x the raw commit rate.
+// Also printed (no target): control facts (POST /v1/control, budget.halted, each fanned out to BENCH_SUBSCRIPTIONS
+// webhook subscriptions whose receiver answers 204 at once).
+// Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (64), BENCH_SUBSCRIPTIONS (1).
+import { createServer } from 'node:http';
+import autocannon from 'autocannon';
+import Database from 'better-sqlite3';
+import { join } from 'node:path';
+import { fmt, median, prepare } from './lib/setup.mjs';
+
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
+const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 64);
+const TARGET = 0.6;
+const SUBSCRIPTIONS = Number(process.env.BENCH_SUBSCRIPTIONS ?? 1);
+
+const p = prepare('commit');
+try {
+  // The baseline's database: same directory, same pragmas as the daemon's store.
+  const raw = new Database(join(p.root, 'raw.db'));
+  raw.pragma('journal_mode = WAL');
+  raw.pragma('synchronous = FULL');
+  raw.exec('CREATE TABLE t (id INTEGER PRIMARY KEY, stream TEXT NOT NULL, amount INTEGER NOT NULL, body TEXT NOT NULL)');
+  const ins = raw.prepare('INSERT INTO t(stream, amount, body) VALUES (?, ?, ?)');
+  const body = 'x'.repeat(300);
+  const rawRate = (seconds = 2) => {
+    const t0 = performance.now();
+    let n = 0;
+    while (performance.now() - t0 < seconds * 1000) ins.run('s', n++, body);
+    return n / ((performance.now() - t0) / 1000);
+  };
+
+  const d = await p.daemon();
+  const headers = { ...p.auth, 'content-type': 'application/json' };
+  // One stream per connection for vouchers (each connection's amounts only grow).
+  const streams = Array.from({ length: CONNECTIONS }, (_, i) => `v-${i}`);
+  for (const s of streams) {
+    const r = await fetch(`${d.url}/v1/allowances/verify`, { method: 'POST', headers, body: JSON.stringify({ credential: p.credential(s) }) });
+    if (r.status !== 200) throw new Error(`verify ${s} → ${r.status} ${await r.text()}`);
+  }
+  // The webhook receiver for control facts' events: 204 at once.
+  const receiver = createServer((req, res) => { req.resume(); req.on('end', () => res.writeHead(204).end()); });
+  await new Promise((r) => receiver.listen(0, '127.0.0.1', r));
+  for (let i = 0; i < SUBSCRIPTIONS; i++) {
+    const r = await fetch(`${d.url}/v1/webhooks`, { method: 'POST', headers, body: JSON.stringify({ url: `http://127.0.0.1:${receiver.address().port}/hook/${i}` }) });
+    if (r.status !== 201) throw new Error(`subscribe → ${r.status} ${await r.text()}`);
+  }
+  let controls = 0;
+  let nextStream = 0;
+  const amounts = new Map(streams.map((s) => [s, 0]));
+  let opened = 0;
+  // Signed ahead (this process shares the machine with the daemon: signing during the run would slow the load
+  // generator, not the daemon); signed on the fly only when a pool runs out.
+  const PRESIGN = Number(process.env.BENCH_PRESIGN ?? 30_000);
+  const voucherPool = new Map(streams.map((s) => [s, []]));
+  for (let i = 0; i < PRESIGN; i++) { const s = streams[i % streams.length]; const a = (Math.floor(i / streams.length) + 1) * 1000; voucherPool.get(s).push([a, p.voucher(s, a)]); }
+  const credentialPool = Array.from({ length: PRESIGN }, (_, i) => p.credential(`o-${i + 1}`));
+  const controlPool = Array.from({ length: Math.floor(PRESIGN / 3) }, (_, i) => p.control({ jti: `j-${i + 1}`, kind: 'budget.halted', budget: `b-${i + 1}`, reason: 'sla' }));
+  const subjects = {
+    vouchers: () => ({
+      url: d.url, connections: CONNECTIONS, pipelining: 1,
+      requests: [{
+        method: 'POST', headers,
+        setupRequest: (req, ctx) => {
+          ctx.stream ??= streams[nextStream++ % streams.length];
+          const amount = amounts.get(ctx.stream) + 1000;
+          amounts.set(ctx.stream, amount);
+          const pool = voucherPool.get(ctx.stream);
+          while (pool.length && pool[0][0] < amount) pool.shift();
+          const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : p.voucher(ctx.stream, amount);
+          return { ...req, path: `/v1/streams/${ctx.stream}/vouchers`, body: JSON.stringify({ voucher: v }) };
+        },
+      }],
+    }),
+    open: () => ({
+      url: d.url, connections: CONNECTIONS, pipelining: 1,
+      requests: [{
+        method: 'POST', headers, path: '/v1/allowances/verify',
+        setupRequest: (req) => { const n = ++opened; return { ...req, body: JSON.stringify({ credential: credentialPool[n - 1] ?? p.credential(`o-${n}`) }) }; },
+      }],
+    }),
+    control: () => ({
+      url: d.url, connections: CONNECTIONS, pipelining: 1,
+      requests: [{
+        method: 'POST', headers, path: '/v1/control',
+        setupRequest: (req) => {
+          const n = ++controls;
+          return { ...req, body: JSON.stringify({ message: controlPool[n - 1] ?? p.control({ jti: `j-${n}`, kind: 'budget.halted', budget: `b-${n}`, reason: 'sla' }) }) };
+        },
+      }],
+    }),
+  };
+  const run = async (name, seconds = SECONDS) => {
+    const r = await autocannon({ ...subjects[name](), duration: seconds });
+    const bad = r.non2xx + r.errors + r.timeouts;
+    if (bad) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
+    return { rps: r.requests.total / seconds, p50: r.latency.p50, p99: r.latency.p99 };
+  };
+  await run('vouchers', 2);
+  await run('open', 2);
+  rawRate(1);
+  await run('control', 2);
+  const res = { raw: [], vouchers: [], open: [], control: [], vRatio: [], oRatio: [], cRatio: [] };
+  for (let k = 0; k < ROUNDS; k++) {
+    const a = rawRate();
+    const v = await run('vouchers');
+    const b = rawRate();
+    const o = await run('open');
+    const c = await run('control');
+    res.raw.push(a, b);
+    res.control.push(c);
+    res.cRatio.push(c.rps / b);
+    res.vouchers.push(v);
+    res.open.push(o);
+    res.vRatio.push(v.rps / a);
+    res.oRatio.push(o.rps / b);
+  }
+  // Every voucher the daemon answered 200 to is on disk: the billed truth of each stream is what was last sent.
+  for (const s of streams.slice(0, 4)) {
+    const f = await (await fetch(`${d.url}/v1/streams/${s}/finality`, { headers: p.auth })).json();
+    if (f.billedTruth.amountMicro !== String(amounts.get(s))) throw new Error(`${s}: billed ${f.billedTruth.amountMicro}, last sent ${amounts.get(s)}`);
+  }
+  raw.close();
+  receiver.close();
+  const vr = median(res.vRatio);
+  const or = median(res.oRatio);
+  const line = (label, runs) => `  ${label.padEnd(42)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
+  console.log(`bench/commit  loopback, connections=${CONNECTIONS}, ${SECONDS}s x rounds=${ROUNDS} (medians)`);
+  console.log(`  ${'raw single-row commit (WAL, synchronous=FULL)'.padEnd(42)}${fmt(median(res.raw)).padStart(7)}/s`);
+  console.log(`${line('POST /v1/streams/{id}/vouchers', res.vouchers)}   ratio ${vr.toFixed(2)} (target >= ${TARGET}) ${vr >= TARGET ? 'ok' : 'MISSED'}`);
+  console.log(`${line('POST /v1/allowances/verify (new stream)', res.open)}   ratio ${or.toFixed(2)} (target >= ${TARGET}) ${or >= TARGET ? 'ok' : 'MISSED'}`);
+  console.log(`${line(`POST /v1/control (${SUBSCRIPTIONS} subscription${SUBSCRIPTIONS === 1 ? '' : 's'})`, res.control)}   ratio ${median(res.cRatio).toFixed(2)} (no target; deliveries run meanwhile)`);
+  process.exitCode = vr >= TARGET && or >= TARGET ? 0 : 1;
+} finally {
+  await p.cleanup();
+}
