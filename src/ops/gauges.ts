@@ -35,7 +35,7 @@ export function opsGauges(d: Deps): Gauge[] {
       help: 'Settlements by state: in_flight (sent or mined, not final), stuck (sent, not mined past --settle-stuck-after), failed (streams whose last settlement failed)',
       read: () => {
         const h = settlementHealth(d);
-        const failed = health.settlements(d.store.db).failed;
+        const failed = health.settlements(d.store.db, d.now()).failed;
         return [{ labels: { state: 'in_flight' }, value: h.inFlight }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: failed }];
       },
     },

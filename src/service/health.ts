@@ -111,7 +111,7 @@ export function settlementHealth(d: Deps): SettlementHealth {
 }
 
 function settlementsCheck(d: Deps): HealthCheck {
-  const f = health.settlements(d.store.db);
+  const f = health.settlements(d.store.db, d.now());
   const s = settlementHealth(d);
   const problems: Array<[CheckStatus, string]> = [];
   if (s.stuck) problems.push(['degraded', `${s.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${s.oldestUnminedSeconds} s): rebroadcast and replaced; see streams finality`]);

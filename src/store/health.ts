@@ -26,15 +26,17 @@ export const health = {
       FROM deliveries WHERE status IN ('pending', 'dead')`).get() as { pending: number; retrying: number; dead: number; oldest: number | null };
     return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
   },
-  settlements: (db: Db): SettlementFigures => {
+  settlements: (db: Db, now: number): SettlementFigures => {
     const s = stmt(db, `SELECT COALESCE(SUM(status IN ('pending', 'submitted')), 0) AS in_flight,
       COALESCE(SUM(status = 'checkpointed'), 0) AS checkpointed,
       MIN(CASE WHEN status IN ('pending', 'submitted', 'checkpointed') THEN created_at END) AS oldest
       FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get() as { in_flight: number; checkpointed: number; oldest: number | null };
-    const failed = stmt(db, `SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed'
-      AND t.created_at = (SELECT MAX(u.created_at) FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream)`).get() as { n: number };
-    const byAsset = (stmt(db, `SELECT asset, SUM(billed_micro - final_micro) AS unsettled, SUM(final_micro) AS final, COUNT(*) AS n
-      FROM streams WHERE billed_micro > 0 GROUP BY asset ORDER BY asset`, true).all() as Array<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>)
+    // A failing stream is retried with backoff of at most 5 minutes, so its latest (failed) row is recent: count those.
+    const failed = stmt(db, `SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
+      AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`)
+      .get(now - 3_600_000) as { n: number };
+    const byAsset = (stmt(db, 'SELECT asset, billed_micro - final_micro AS unsettled, final_micro AS final, billed_streams AS n FROM asset_totals WHERE billed_streams > 0 ORDER BY asset', true)
+      .all() as Array<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>)
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
     return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed: failed.n, oldestOpenAt: s.oldest, byAsset };
   },

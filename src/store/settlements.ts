@@ -46,7 +46,7 @@ export const settlements = {
   note: (db: Db, id: string, error: string) => stmt(db, 'UPDATE settlements SET error = ? WHERE id = ?').run(error, id),
   /** The newest settlement of a stream, when it is not final: what the finality view shows as in progress. */
   latestUnfinished: (db: Db, nodeId: string, stream: string) => {
-    const r = stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at DESC, rowid DESC LIMIT 1', true).get(nodeId, stream) as SettlementRow | undefined;
+    const r = stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at DESC LIMIT 1', true).get(nodeId, stream) as SettlementRow | undefined;
     return r && r.status !== 'final' ? r : undefined;
   },
   /** Settlements sent but not mined/captured for longer than `stuckAfterMs`, and failed ones not yet superseded. */

@@ -16,6 +16,8 @@ vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
 // Colours are part of what is tested; chalk reads this when ink is first imported (below, dynamically).
 process.env.FORCE_COLOR = '1';
+// As the watch command does on a terminal: ink would draw only the last frame when CI is set (.ci/run sets it).
+for (const k of ['CI', 'CONTINUOUS_INTEGRATION']) if (k in process.env) process.env[k] = '0';
 const tui = await import('../../src/tui/watch.js');
 const { render: inkRender } = await import('ink');
 const React = (await import('react')).default;

@@ -34,6 +34,8 @@ export async function watch(g: GlobalOptions, o: WatchOptions = {}): Promise<Com
   if (!jsonMode(g) && process.stdin.isTTY) {
     // NO_COLOR (no-color.org): chalk does not read it itself; it reads FORCE_COLOR when ink is first imported, just below.
     if (process.env.NO_COLOR) process.env.FORCE_COLOR = '0';
+    // ink draws only the last frame, at exit, when it thinks it runs in CI (CI set): this is a terminal, so draw live.
+    for (const k of ['CI', 'CONTINUOUS_INTEGRATION']) if (k in process.env) process.env[k] = '0';
     const { runWatch } = await import('../../tui/watch.js');
     await runWatch({ client, url, intervalMs });
     return { data: undefined, human: '' };

@@ -50,6 +50,8 @@ interface TxDetail {
 }
 
 const ZERO = '0x0000000000000000000000000000000000000000';
+/** How long a mined nonce may lack a receipt of ours before the settlement is failed (receipts can lag the count). */
+const NONCE_USED_GRACE_MS = 60_000;
 const same = (a: string | undefined, b: string | undefined) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 const short = (err: unknown) => ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? String(err)).split('\n')[0]!.slice(0, 200);
 const isNonceTooLow = (err: unknown) => /nonce too low|nonce has already been used|already known.*nonce|NONCE_EXPIRED/i.test(short(err));
@@ -78,6 +80,8 @@ export class EscrowRail implements Rail {
   #nextNonce: number | undefined;
   /** The first block whose escrow logs changedSources() has not read yet (undefined before the first call). */
   #logsFrom: bigint | undefined;
+  /** Settlements whose nonce was seen mined without a receipt of theirs, since when. */
+  readonly #nonceUsedSince = new Map<string, number>();
   /** Sends of this wallet, one at a time (nonce order is the chain's only order). */
   #sending: Promise<unknown> = Promise.resolve();
 
@@ -330,10 +334,17 @@ export class EscrowRail implements Rail {
   /** Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed into it. */
   async #unmined(s: SettlementRow, d: TxDetail, latestCount: number): Promise<SettlementState> {
     if (latestCount > d.nonce) {
-      // Our nonce was mined by a transaction none of whose hashes is ours here (an older replacement was superseded).
+      // Our nonce is mined but none of our hashes has a receipt. A node can count a block before it answers its
+      // receipts (seen with ganache right after miner_start), and failing a settle that did pay would retry it for
+      // ever without a Settled log: so this is a failure only when it lasts NONCE_USED_GRACE_MS.
+      const since = this.#nonceUsedSince.get(s.id) ?? this.#now();
+      this.#nonceUsedSince.set(s.id, since);
+      if (this.#now() - since < NONCE_USED_GRACE_MS) return { state: 'submitted', note: `nonce ${d.nonce} is mined; waiting for the receipt of one of this settlement's transactions` };
+      this.#nonceUsedSince.delete(s.id);
       this.#nextNonce = undefined;
       return { state: 'failed', error: `nonce ${d.nonce} was used by another transaction of this wallet; this settle was never mined` };
     }
+    this.#nonceUsedSince.delete(s.id);
     const newest = d.txs[d.txs.length - 1]!;
     const known = await this.#client.getTransaction({ hash: newest.hash }).then(() => true, () => false);
     const last = Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
