@@ -3,6 +3,7 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { NodeSvcError } from '../domain/errors.js';
+import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 
 const TITLES: Record<number, string> = {
@@ -14,7 +15,8 @@ const CODE_BY_STATUS: Record<number, string> = {
 };
 
 export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
-  const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail, code };
+  // A detail may quote a URL from a library error (an RPC or processor URL): never with its query or userinfo.
+  const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail: redactUrls(detail), code };
   // base again last: extra never overrides the RFC 9457 members (a `status` in extra once replaced the HTTP status).
   const body = { ...base, ...extra, ...base };
   return c.body(JSON.stringify(body), status as never, { 'content-type': 'application/problem+json', ...headers });

@@ -3,6 +3,10 @@ import { z } from '@hono/zod-openapi';
 import { EVENT_KIND_LIST, HALT_REASONS, SCHEMA_VERSIONS } from '../domain/events.js';
 import { REFUSALS, VOUCHER_REFUSALS, CONTROL_REFUSALS } from '../domain/refusals.js';
 import { STAGES } from '../domain/stages.js';
+import { NO_CONTROL_PATTERN } from '../domain/text.js';
+
+/** Free text that an operator will read on a terminal: no control characters (the pattern is in the document too). */
+export const noControl = (s: z.ZodString) => s.regex(new RegExp(NO_CONTROL_PATTERN), { message: 'must not contain control characters' });
 
 export const Micro = z.string().regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
 const Time = z.string().openapi({ description: 'RFC 3339 UTC with milliseconds', example: '2026-11-21T10:00:00.000Z' });

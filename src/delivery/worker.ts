@@ -4,6 +4,7 @@
 import { isIP } from 'node:net';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import type { Store } from '../store/db.js';
@@ -291,7 +292,7 @@ function errorText(err: unknown): string {
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
   const code = e?.code ?? e?.cause?.code;
   const msg = (e?.cause?.message ?? e?.message ?? 'error').slice(0, 300);
-  return code ? `${code}: ${msg}` : msg;
+  return redactUrls(code ? `${code}: ${msg}` : msg); // stored and shown: never a target's query or userinfo
 }
 
 /** Run `fn` with PRAGMA synchronous set to `level`, then put FULL back (nothing else runs in between). */

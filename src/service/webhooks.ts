@@ -3,6 +3,7 @@ import { isIP } from 'node:net';
 import { invalidRequest, notFound } from '../domain/errors.js';
 import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
+import { hasControl } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, type EventRow } from '../store/events.js';
@@ -35,8 +36,17 @@ export function view(s: SubscriptionRow, now: number) {
   };
 }
 
+/** Free text a caller stores and an operator later reads on a terminal: no control characters (400 naming the field). */
+export function refuseControl(field: string, value: string | undefined): void {
+  if (value !== undefined && hasControl(value))
+    throw invalidRequest(`${field} must not contain control characters`, { issues: [{ path: field, message: 'must not contain control characters' }] });
+}
+
+/** The URL as the WHATWG parser normalises it (what is stored, shown and connected to), or a 400 naming the problem. */
 function checkUrl(d: Deps, raw: string): string {
   if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
+  // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
+  refuseControl('url', raw);
   let u: URL;
   try {
     u = new URL(raw);
@@ -51,11 +61,13 @@ function checkUrl(d: Deps, raw: string): string {
     const ok = d.webhookPolicy.allowed(host);
     if (!ok.ok) throw invalidRequest(`url is not an allowed webhook target: ${ok.reason}`);
   }
-  return raw;
+  if (u.href.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters once normalised`);
+  return u.href;
 }
 
 export function createSubscription(d: Deps, nodeId: string, req: CreateSubscription) {
   const url = checkUrl(d, req.url);
+  refuseControl('description', req.description);
   const version = req.schemaVersion ?? '1.1.0';
   let events = '*';
   if (req.events !== undefined) {

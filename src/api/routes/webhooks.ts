@@ -3,7 +3,7 @@ import { EVENT_KIND_LIST, SCHEMA_VERSIONS } from '../../domain/events.js';
 import type { Deps } from '../../service/deps.js';
 import { createSubscription, deleteSubscription, listAttempts, listEvents, listSubscriptions, redeliver, rotateSecret } from '../../service/webhooks.js';
 import type { AuthEnv } from '../middleware/auth.js';
-import { Envelope, problemResponses } from '../schemas.js';
+import { Envelope, noControl, problemResponses } from '../schemas.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -27,10 +27,10 @@ const Subscription = z
 const SubscriptionWithSecret = Subscription.extend({ secret: z.string().openapi({ description: 'whsec_…: shown only in this response' }) }).openapi('WebhookSubscriptionWithSecret');
 const CreateBody = z
   .strictObject({
-    url: z.string().min(1).max(2048).openapi({ example: 'https://node.example/hooks/node-svc' }),
+    url: noControl(z.string().min(1).max(2048)).openapi({ description: 'http(s) URL without userinfo or fragment; stored and answered as the WHATWG URL parser normalises it', example: 'https://node.example/hooks/node-svc' }),
     events: z.array(z.enum(EVENT_KIND_LIST as [string, ...string[]])).min(1).optional(),
     schemaVersion: z.enum(SCHEMA_VERSIONS).optional().openapi({ description: 'Default 1.1.0; 1.0.0 never receives the kinds added in 1.1.0' }),
-    description: z.string().max(512).optional(),
+    description: noControl(z.string().max(512)).optional(),
   })
   .openapi('CreateWebhook');
 const SubId = z.object({ id: z.string().min(1).max(64).openapi({ param: { name: 'id', in: 'path' } }) });
