@@ -4,6 +4,7 @@ import m0020 from './0020-streams.js';
 import m0030 from './0030-webhooks.js';
 import m0040 from './0040-settlements.js';
 import m0050 from './0050-card.js';
+import m0070 from './0070-fair-delivery.js';
 
 export interface Migration {
   version: number;
@@ -12,4 +13,4 @@ export interface Migration {
 }
 
 /** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
-export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050];
+export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050, m0070];
