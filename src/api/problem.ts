@@ -10,6 +10,7 @@ const TITLES: Record<number, string> = {
   400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 409: 'Conflict', 413: 'Payload Too Large',
   415: 'Unsupported Media Type', 422: 'Unprocessable Content', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
 };
+// 429 comes from the rate limiter or a per-node limit (limit_exceeded); both carry Retry-After when waiting helps.
 const CODE_BY_STATUS: Record<number, string> = {
   400: 'invalid_request', 401: 'unauthorized', 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type', 429: 'rate_limited', 503: 'unavailable',
 };

@@ -17,10 +17,13 @@ export const Problem = z
     title: z.string(),
     status: z.number().int(),
     detail: z.string(),
-    code: z.enum(['unauthorized', 'not_found', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
+    code: z.enum(['unauthorized', 'not_found', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
     refusal: z.string().optional().openapi({ description: 'For *_refused: the named refusal' }),
     valid: z.literal(false).optional(),
     issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    limit: z.enum(['subscriptions', 'redeliveries']).optional().openapi({ description: 'For limit_exceeded: which per-node limit is full' }),
+    max: z.number().int().optional().openapi({ description: 'For limit_exceeded: the limit' }),
+    retryAfterSeconds: z.number().int().optional().openapi({ description: 'For 429: seconds to wait (also in Retry-After)' }),
   })
   .openapi('Problem', { description: 'RFC 9457 problem details (application/problem+json)' });
 
@@ -38,7 +41,7 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   413: 'Body over 64 KiB',
   415: 'Body is not application/json',
   422: 'A named refusal',
-  429: 'Rate limited (see Retry-After)',
+  429: 'Rate limited (rate_limited, see Retry-After), or a per-node limit is full (limit_exceeded: subscriptions, or redeliveries pending)',
 };
 export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
 

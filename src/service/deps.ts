@@ -11,6 +11,10 @@ export interface ServiceConfig {
   lowPercentLeft: number;
   criticalPercentLeft: number;
   lowRatePercent: number;
+  /** Per node: subscriptions (active or disabled) at most; beyond, 429 limit_exceeded. */
+  maxSubscriptionsPerNode: number;
+  /** Per node: redeliveries queued and not yet delivered, dead or cancelled at most; beyond, 429 limit_exceeded. */
+  maxRedeliveriesPerNode: number;
 }
 
 export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
@@ -19,6 +23,8 @@ export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
   lowPercentLeft: 20,
   criticalPercentLeft: 5,
   lowRatePercent: 80,
+  maxSubscriptionsPerNode: 20,
+  maxRedeliveriesPerNode: 1000,
 };
 
 /** What the use cases need: no HTTP or terminal types in here. */

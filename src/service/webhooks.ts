@@ -1,6 +1,6 @@
 // Webhook subscription use cases (DESIGN §8), shared by the API and the CLI.
 import { isIP } from 'node:net';
-import { invalidRequest, notFound } from '../domain/errors.js';
+import { invalidRequest, limitExceeded, notFound } from '../domain/errors.js';
 import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
 import { hasControl } from '../domain/text.js';
@@ -12,6 +12,7 @@ import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const DEFAULT_OVERLAP_S = 86_400;
+const REDELIVERY_RETRY_AFTER_S = 10;
 
 export interface CreateSubscription {
   url: string;
@@ -83,8 +84,13 @@ export function createSubscription(d: Deps, nodeId: string, req: CreateSubscript
     id: newId('whk'), node_id: nodeId, url, events, schema_version: version, description: req.description ?? null,
     status: 'active' as const, secret: newWebhookSecret(), created_at: now,
   };
-  subscriptions.insert(d.store.db, row);
-  const s = subscriptions.byId(d.store.db, row.id)!;
+  const s = d.store.db.transaction(() => {
+    const max = d.config.maxSubscriptionsPerNode;
+    if (subscriptions.countForNode(d.store.db, nodeId) >= max)
+      throw limitExceeded('subscriptions', max, `this node already has ${max} webhook subscriptions (the limit); delete one first`);
+    subscriptions.insert(d.store.db, row);
+    return subscriptions.byId(d.store.db, row.id)!;
+  }).immediate();
   // The secret appears here, once.
   return { ...view(s, now), secret: row.secret };
 }
@@ -155,9 +161,13 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
     const e = requireEvent(d, nodeId, eventId);
     const subs = subscriptionId ? [requireSubscription(d, nodeId, subscriptionId)] : subscriptions.list(d.store.db, nodeId);
     const now = d.now();
-    const queued = subs
-      .filter((s) => s.status === 'active' && matches(s, e.type))
-      .map((s) => ({ subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) }));
+    const targets = subs.filter((s) => s.status === 'active' && matches(s, e.type));
+    // One node's flood of redeliveries must not grow without bound (the claim keeps it from delaying others).
+    const max = d.config.maxRedeliveriesPerNode;
+    const pending = targets.length ? deliveries.pendingRedeliveries(d.store.db, nodeId) : 0;
+    if (pending + targets.length > max)
+      throw limitExceeded('redeliveries', max, `this node has ${pending} redeliveries pending (the limit is ${max}); retry when some are delivered`, REDELIVERY_RETRY_AFTER_S);
+    const queued = targets.map((s) => ({ subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now, true) }));
     return { event: e.id, queued };
   }).immediate();
   d.wakeDelivery?.();

@@ -16,6 +16,8 @@ export interface DaemonFlags extends RailFlags {
   deliveryTimeout?: string;
   webhookAllow?: string;
   webhookDeny?: string;
+  maxSubscriptions?: string;
+  maxRedeliveries?: string;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -37,6 +39,8 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   if (schedule === null || (f.retrySchedule !== undefined && !schedule))
     throw usageError(`--retry-schedule "${f.retrySchedule}" is not a list of seconds`, 'e.g. 5,300,1800,7200 (each an integer; one retry per entry)');
   const timeout = f.deliveryTimeout === undefined ? undefined : int('--delivery-timeout', f.deliveryTimeout, 1, 300);
+  const maxSubscriptionsPerNode = f.maxSubscriptions === undefined ? undefined : int('--max-subscriptions', f.maxSubscriptions, 1, 10_000);
+  const maxRedeliveriesPerNode = f.maxRedeliveries === undefined ? undefined : int('--max-redeliveries', f.maxRedeliveries, 1, 10_000_000);
   const allow = f.webhookAllow ? parseCidrs(f.webhookAllow) : [];
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
@@ -47,6 +51,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
+    service: { ...(maxSubscriptionsPerNode ? { maxSubscriptionsPerNode } : {}), ...(maxRedeliveriesPerNode ? { maxRedeliveriesPerNode } : {}) },
     ...(rail ? { rail } : {}),
   });
   process.stdout.write(`listening on ${d.url}\n`);
