@@ -8,7 +8,7 @@ import { NO_CONTROL_PATTERN } from '../domain/text.js';
 /** Free text that an operator will read on a terminal: no control characters (the pattern is in the document too). */
 export const noControl = (s: z.ZodString) => s.regex(new RegExp(NO_CONTROL_PATTERN), { message: 'must not contain control characters' });
 
-export const Micro = z.string().regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
+export const Micro = z.string().max(78).regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
 const Time = z.string().openapi({ description: 'RFC 3339 UTC with milliseconds', example: '2026-11-21T10:00:00.000Z' });
 
 export const Problem = z
@@ -17,7 +17,7 @@ export const Problem = z
     title: z.string(),
     status: z.number().int(),
     detail: z.string(),
-    code: z.enum(['unauthorized', 'not_found', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
+    code: z.enum(['unauthorized', 'not_found', 'method_not_allowed', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
     refusal: z.string().optional().openapi({ description: 'For *_refused: the named refusal' }),
     valid: z.literal(false).optional(),
     issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
@@ -35,7 +35,7 @@ export const problemResponses = (...statuses: number[]) =>
     ]),
   );
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
-  400: 'Malformed JSON, missing or unknown fields, invalid values',
+  400: 'Malformed JSON or UTF-8, missing or unknown fields, unknown query parameters, invalid values (each named)',
   401: 'Missing, unknown or revoked bearer token',
   404: 'Unknown, or owned by another node (never 403)',
   413: 'Body over 64 KiB',
@@ -45,7 +45,14 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
 };
 export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
 
-export const VerifyRequest = z.strictObject({ credential: z.string().min(1).openapi({ description: 'The allowance credential (compact JWS) as presented' }) }).openapi('VerifyRequest');
+export const VerifyRequest = z
+  .strictObject({
+    credential: z.string().min(1).max(65536).openapi({
+      description: 'The allowance credential (compact JWS) as presented; whitespace around it is trimmed (as the CLI and SDK do). ' +
+        'Over 16 KiB, or a header or payload repeating a member name, is refused as malformed (422).',
+    }),
+  })
+  .openapi('VerifyRequest');
 export const ValidCredential = z
   .object({
     valid: z.literal(true),
@@ -120,7 +127,7 @@ export const Paging = z.object({
 });
 
 export const Eip712Voucher = z
-  .strictObject({ stream: z.string(), amount: Micro, units: Micro, signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/) })
+  .strictObject({ stream: z.string().min(1).max(256), amount: Micro, units: Micro, signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/) })
   .openapi('Eip712Voucher', { description: 'Escrow mode: EIP-712 Voucher(bytes32 channelId, uint128 cumulativeAmount) signed by cnf.addr' });
 export const VoucherRequest = z
   .strictObject({

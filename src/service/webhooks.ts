@@ -178,8 +178,10 @@ const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 
 export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
-  const after = cursor ? Number.parseInt(Buffer.from(cursor, 'base64url').toString('utf8'), 10) : 0;
-  if (!Number.isSafeInteger(after) || after < 0) throw invalidRequest('cursor is not valid');
+  // Strict: only a cursor this API gave out (base64url of a decimal position); anything else is the documented 400.
+  const decoded = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '0';
+  const after = /^\d{1,15}$/.test(decoded) ? Number(decoded) : NaN;
+  if (!Number.isSafeInteger(after)) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
   const rows = eventsTable.page(d.store.db, nodeId, after, limit + 1, type);
   const page = rows.slice(0, limit);
   return {

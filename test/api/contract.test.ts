@@ -60,9 +60,9 @@ describe('the generated contract document', () => {
     expect((await new Validator().validate(broken)).valid).toBe(false);
   });
 
-  it('(b) openapi 3.1.0, info.version 1.0.0', () => {
+  it('(b) openapi 3.1.0, info.version 1.1.0 (minor bumps are additive)', () => {
     expect(doc.openapi).toBe('3.1.0');
-    expect(doc.info).toMatchObject({ version: '1.0.0', title: expect.any(String) });
+    expect(doc.info).toMatchObject({ version: '1.1.0', title: expect.any(String) });
   });
 
   it('(b) has the bearer security scheme, required by every /v1 operation', () => {
