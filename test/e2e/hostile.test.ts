@@ -1,6 +1,6 @@
 // Issue #12: hostile input against the real daemon and CLI — SSRF through IPv6 notations at subscription time,
 // terminal escapes through stored fields, secrets in logs (JWKS URL queries).
-import { createServer, type Server } from 'node:http';
+import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
@@ -93,6 +93,59 @@ describe('hostile input, end to end', () => {
       const out = renderError(new NodeSvcError('invalid_request', 'bad \u001b[2J thing'), false);
       expect(out).not.toMatch(CONTROL);
       expect(out).toContain('\\x1b[2J');
+    });
+  });
+
+  describe('the contract says what the server does', () => {
+    // fetch refuses TRACE: node:http sends any method.
+    const nodeRequest = (method: string, path: string) =>
+      new Promise<{ status: number; headers: Record<string, string | string[] | undefined>; body: string }>((res, rej) => {
+        const req = httpRequest(`${daemon.url}${path}`, { method, headers: { authorization: `Bearer ${tokenA}` } }, (r) => {
+          let body = '';
+          r.setEncoding('utf8').on('data', (c: string) => { body += c; }).on('end', () => res({ status: r.statusCode!, headers: r.headers, body }));
+        });
+        req.once('error', rej).end();
+      });
+    const raw = (path: string, init: RequestInit = {}) =>
+      fetch(`${daemon.url}${path}`, { ...init, headers: { authorization: `Bearer ${tokenA}`, ...(init.headers as Record<string, string>) } });
+
+    it('a method a path does not serve is 405 with Allow, as problem+json', async () => {
+      for (const [method, path, allow] of [
+        ['TRACE', '/v1/webhooks', 'GET, HEAD, POST'],
+        ['PUT', '/v1/webhooks/whk_x', 'DELETE'],
+        ['PATCH', '/v1/streams/s1/headroom', 'GET, HEAD'],
+        ['DELETE', '/healthz', 'GET, HEAD'],
+      ] as const) {
+        const r = await nodeRequest(method, path);
+        expect(r.status, `${method} ${path}`).toBe(405);
+        expect(r.headers.allow).toBe(allow);
+        expect(r.headers['content-type']).toMatch(/^application\/problem\+json/);
+        expect(JSON.parse(r.body).code).toBe('method_not_allowed');
+      }
+      expect((await nodeRequest('TRACE', '/v1/nothing-here')).status).toBe(404);
+    });
+
+    it('unknown query parameters are a 400 naming them, on every operation', async () => {
+      for (const path of ['/v1/streams?limit=1&bogus=1', '/v1/events?colour=red', '/v1/webhooks?x=1', '/v1/streams/s1/headroom?verbose=1']) {
+        const r = await raw(path);
+        expect(r.status, path).toBe(400);
+        const body = await r.json();
+        expect(body.detail, path).toMatch(/unknown query parameter: "(bogus|colour|x|verbose)"/);
+      }
+      expect((await raw('/v1/streams?limit=1')).status).toBe(200);
+    });
+
+    it('an events cursor this API did not give out is the documented 400', async () => {
+      const r = await raw(`/v1/events?cursor=${'A'.repeat(32)}`);
+      expect(r.status).toBe(400);
+      expect((await r.json()).detail).toMatch(/cursor is not a cursor this API gave out/);
+    });
+
+    it('a body that is not valid UTF-8 is a 400, not replacement characters', async () => {
+      const body = Buffer.concat([Buffer.from('{"url":"http://127.0.0.1:9/'), Buffer.from([0xff, 0xfe]), Buffer.from('","description":"x"}')]);
+      const r = await raw('/v1/webhooks', { method: 'POST', headers: { 'content-type': 'application/json' }, body });
+      expect(r.status).toBe(400);
+      expect((await r.json()).detail).toBe('request body is not valid UTF-8');
     });
   });
 
