@@ -31,8 +31,11 @@ describe('fair delivery across nodes, per-node limits', () => {
     const t = await setupNodes(tmp.dataDir, issuer);
     tokenA = t.tokenA;
     const tokenB = t.tokenB;
-    hanging = await startReceiver(() => new Promise(() => undefined)); // accepts, reads, never answers
-    healthy = await startReceiver(ack());
+    // One receiver (one host:port) for both: node-a's paths hang, node-b's answer. The socket budget is per
+    // subscription, not per host, so node-a's stuck sockets leave node-b's requests to the same host unqueued.
+    const answer = ack();
+    hanging = await startReceiver((req) => (req.path.startsWith('/a') ? new Promise(() => undefined) : answer(req)));
+    healthy = hanging;
     // The attempt timeout is far beyond the test: node-a's attempts stay stuck for the whole test.
     daemon = await startDaemon(tmp.dataDir, { args: ['--delivery-timeout', '300', '--max-subscriptions', '3', '--max-redeliveries', '300'] });
     a = clientOf(daemon.url, tokenA);
@@ -42,7 +45,6 @@ describe('fair delivery across nodes, per-node limits', () => {
   afterAll(async () => {
     await daemon?.stop('SIGKILL');
     await hanging?.close();
-    await healthy?.close();
     await tmp?.cleanup();
   });
 
@@ -58,14 +60,14 @@ describe('fair delivery across nodes, per-node limits', () => {
     }
     // and a flood of redeliveries on top: 100 events x 3 subscriptions = 300, exactly the limit
     for (const id of ids) expect((await a.post(`/v1/events/${id}/redeliver`, {})).status).toBe(202);
-    await waitFor(() => hanging.requests.length >= 64, 'node-a saturating its sockets', 20_000, 50);
+    await waitFor(() => hanging.requests.filter((q) => q.path.startsWith('/a')).length >= 64, 'node-a saturating its sockets', 20_000, 50);
 
     const r = await b.post('/v1/control', { message: control('node-b') });
     expect(r.status).toBe(200);
     // node-a's attempts time out only after 300 s; node-b's delivery arrives long before any of them.
     const got = await waitFor(() => healthy.requests.find((q) => q.eventId === r.body.eventId), "node-b's event at its receiver", 20_000, 20);
     expect(got.eventId).toBe(r.body.eventId);
-    expect(hanging.requests.every((q) => q.answered === undefined)).toBe(true);
+    expect(hanging.requests.filter((q) => q.path.startsWith('/a')).every((q) => q.answered === undefined)).toBe(true);
   });
 
   it('a redelivery beyond the per-node limit is a 429 limit_exceeded naming it, with Retry-After', async () => {

@@ -89,6 +89,15 @@ describe('hostile input, end to end', () => {
       expect(human.trimEnd().split('\n')).toHaveLength(1 + (result.data as { data: unknown[] }).data.length);
     });
 
+    it('the watch TUI gets the stored row escaped', async () => {
+      const { fetchSnapshot } = await import('../../src/tui/snapshot.js');
+      const { createClient } = await import('../../src/sdk/client.js');
+      const snap = await fetchSnapshot(createClient({ url: daemon.url, token: tokenA }));
+      const row = snap.webhooks.find((w) => w.id === 'whk_HOSTILE')!;
+      expect(row.url).toBe('http://127.0.0.1:9/\\x1b]0;PWNED\\x07\\x1b[2J\\r\\nX');
+      expect(JSON.stringify(snap)).not.toMatch(/\\u001b|\\u0007/);
+    });
+
     it('errors shown to a person are escaped too', () => {
       const out = renderError(new NodeSvcError('invalid_request', 'bad \u001b[2J thing'), false);
       expect(out).not.toMatch(CONTROL);
