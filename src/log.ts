@@ -6,21 +6,22 @@ import { escapeControl, redactUrls } from './domain/text.js';
 type Level = 'debug' | 'info' | 'warn' | 'error';
 const LEVELS: Record<number, string> = { 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
-/** On a TTY: `HH:MM:SS.mmm level msg key=value …`; elsewhere the JSON line as pino writes it. */
+/** One JSON log line as a person reads it on a terminal: `HH:MM:SS.mmm level msg key=value …`, controls escaped. */
+export function prettyLine(line: string): string {
+  try {
+    const { time, level, msg, ...rest } = JSON.parse(line) as Record<string, unknown>;
+    // A terminal obeys escape sequences: values that came from outside (a URL, a receiver's error) are shown escaped.
+    const fields = Object.entries(rest).map(([k, v]) => `${escapeControl(k)}=${typeof v === 'string' ? escapeControl(v) : JSON.stringify(v)}`).join(' ');
+    return `${new Date(String(time)).toISOString().slice(11, 23)} ${String(LEVELS[level as number] ?? level).padEnd(5)} ${escapeControl(String(msg))}${fields ? `  ${fields}` : ''}\n`;
+  } catch {
+    return escapeControl(line.replace(/\n$/, '')) + '\n';
+  }
+}
+
+/** On a TTY: prettyLine; elsewhere the JSON line as pino writes it (JSON escapes control characters itself). */
 function destination(): pino.DestinationStream {
   if (!process.stderr.isTTY || process.env.NODE_SVC_LOG_FORMAT === 'json') return pino.destination({ dest: 2, sync: true });
-  return {
-    write(line: string) {
-      try {
-        const { time, level, msg, ...rest } = JSON.parse(line) as Record<string, unknown>;
-        // A terminal obeys escape sequences: values that came from outside (a URL, a receiver's error) are shown escaped.
-        const fields = Object.entries(rest).map(([k, v]) => `${escapeControl(k)}=${typeof v === 'string' ? escapeControl(v) : JSON.stringify(v)}`).join(' ');
-        process.stderr.write(`${new Date(String(time)).toISOString().slice(11, 23)} ${String(LEVELS[level as number] ?? level).padEnd(5)} ${escapeControl(String(msg))}${fields ? `  ${fields}` : ''}\n`);
-      } catch {
-        process.stderr.write(line);
-      }
-    },
-  };
+  return { write: (line: string) => process.stderr.write(prettyLine(line)) };
 }
 
 const logger = pino(

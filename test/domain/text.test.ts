@@ -33,3 +33,13 @@ describe('URL redaction', () => {
     expect(r).toBe('HTTP request failed.\nURL: https://rpc.example/v3?***\nand http://***@x.test/ too');
   });
 });
+
+describe('log lines on a terminal', () => {
+  it('show control characters escaped, in the message and in every field', async () => {
+    const { prettyLine } = await import('../../src/log.js');
+    const line = JSON.stringify({ time: '2026-11-23T10:00:00.000Z', level: 'warn', msg: 'delivery failed \u001b[2J', error: 'ECONNRESET \u001b]0;PWNED\u0007', n: 3 });
+    const out = prettyLine(line);
+    expect(out).toBe('10:00:00.000 warn  delivery failed \\x1b[2J  error=ECONNRESET \\x1b]0;PWNED\\x07 n=3\n');
+    expect(prettyLine('not json \u001b[5m\n')).toBe('not json \\x1b[5m\n');
+  });
+});
