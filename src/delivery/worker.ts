@@ -1,5 +1,6 @@
 // The delivery worker: wakes on new events, claims due deliveries with a lease (fairly: round-robin over nodes and
-// their subscriptions, each within its own socket budget), sends them signed with bounded concurrency, records every attempt durably (batched: one transaction per tick),
+// their subscriptions, each within its own socket budget), sends them signed with bounded concurrency, records
+// every attempt durably (batched: one transaction per tick),
 // and reschedules per the retry schedule. At-least-once: a crash between send and record resends after the lease.
 import { isIP } from 'node:net';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
