@@ -148,7 +148,9 @@ async function main() {
   const stuck = (await hanging.call('count')).requests;
   const worst = Math.max(withHang.p95a, withHang.p95b);
   const ok = worst < TARGET_P95_MS && withHang.missing === 0;
-  console.log(`  hanging receiver holds ${stuck} unanswered request(s)`);
+  console.log(`  hanging receiver got ${stuck} request(s) and answered none (the subscription's socket budget, then retries after timeouts)`);
   console.log(`  healthy p95 beside a hanging subscription  ${worst.toFixed(1)} ms  (target < ${TARGET_P95_MS} ms)  baseline ${Math.max(base.p95a, base.p95b).toFixed(1)} ms  ratio ${(worst / Math.max(base.p95a, base.p95b)).toFixed(2)}x  ${ok ? 'ok' : 'MISSED'}`);
+  // A baseline over the target means the machine is too busy for the figure to say anything about fairness.
+  if (Math.max(base.p95a, base.p95b) >= TARGET_P95_MS) console.log(`  note: the baseline alone misses the target: the machine is too busy (events recorded late) for this figure to judge`);
   if (!ok) process.exitCode = 1;
 }
