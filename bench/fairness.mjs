@@ -11,7 +11,7 @@
 // the target. Knobs: BENCH_RATE (100), BENCH_PACED_S (15 per phase), BENCH_TIMEOUT_S (the daemon's delivery
 // timeout, default 15 as shipped).
 import { execFileSync, fork } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -61,6 +61,12 @@ async function spawnChild(file, args) {
     });
   };
   return { child, info, call };
+}
+
+/** CPU time a process has used, ms (utime + stime from /proc, clock ticks of 10 ms). */
+function cpuMs(pid) {
+  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
+  return (Number(f[11]) + Number(f[12])) * 10;
 }
 
 async function clockOffset(c) {
@@ -120,11 +126,15 @@ async function main() {
   /** RATE events/s per node for PACED_S s; latency of every event at the healthy receiver, sorted. */
   async function phase(label) {
     await healthy.call('reset');
+    const cpu0 = cpuMs(daemon.child.pid);
+    const t0 = now();
     const [a, b] = await Promise.all([
       daemon.call('paced', { node: 'node-a', rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000),
       daemon.call('paced', { node: 'node-b', rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000),
     ]);
     const records = [...a.records, ...b.records];
+    // The daemon's own CPU share over the phase: tells a busy machine (late events, low share) from a busy daemon.
+    const cpu = (cpuMs(daemon.child.pid) - cpu0) / (now() - t0);
     // Wait (bounded) for the healthy receiver to have every event; a miss is counted, not waited for forever.
     const until = now() + 20_000;
     while (now() < until && (await healthy.call('count')).unique < records.length) await sleep(20);
@@ -137,6 +147,7 @@ async function main() {
     console.log(`  ${label}`);
     console.log(`    node-a healthy subscription  ${f(la)}  (${a.records.length} events, ${a.late} late)`);
     console.log(`    node-b healthy subscription  ${f(lb)}  (${b.records.length} events, ${b.late} late)`);
+    console.log(`    daemon CPU ${(cpu * 100).toFixed(0)} % of one core over the phase; load average ${readFileSync('/proc/loadavg', 'utf8').split(' ')[0]}`);
     if (missing) console.log(`    ${missing} event(s) never reached the healthy receiver within 20 s of the end`);
     return { p95a: pct(la, 95), p95b: pct(lb, 95), missing };
   }
