@@ -22,7 +22,7 @@ export interface WorkerOptions {
   timeoutMs?: number;
   /** In flight in all (default 256). */
   concurrency?: number;
-  /** In flight per node at most (default 128); with several nodes each gets at most concurrency ÷ nodes. */
+  /** In flight per node at most (default: the concurrency); with several nodes each gets at most concurrency ÷ nodes. */
   perNode?: number;
   /** Sockets per subscription at most (default 64); with several subscriptions each gets at most its node's share ÷ them. */
   perSubscription?: number;
@@ -66,11 +66,11 @@ export class DeliveryWorker {
       retrySchedule: DEFAULT_RETRY_SCHEDULE_S,
       timeoutMs: 15_000,
       concurrency: 256,
-      perNode: 128,
       perSubscription: 64,
       now: Date.now,
       random: Math.random,
       ...opts,
+      perNode: opts.perNode ?? opts.concurrency ?? 256,
       policy: opts.policy ?? targetPolicy(),
     };
     // No per-host socket cap in the agent: the budget is per subscription (claimDue), so two subscriptions on one
