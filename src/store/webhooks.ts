@@ -23,8 +23,8 @@ export interface SubscriptionRow {
 
 export const subscriptions = {
   insert: (db: Db, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
-    stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
-      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s),
+    (activeChanged(), stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
+      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s)),
   /** A subscription the node can see (deleted ones are gone for the API). */
   get: (db: Db, nodeId: string, id: string) =>
     stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'").get(nodeId, id) as SubscriptionRow | undefined,
@@ -37,7 +37,7 @@ export const subscriptions = {
   activeForNode: (db: Db, nodeId: string) =>
     stmt(db, "SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'").all(nodeId) as Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>[],
   setStatus: (db: Db, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
-    stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes,
+    (activeChanged(), stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes),
   rotate: (db: Db, id: string, secret: string, previousExpiresAt: number, now: number) =>
     stmt(db, `UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`).run(previousExpiresAt, secret, now, id),
   succeeded: (db: Db, id: string, now: number) =>
@@ -83,6 +83,26 @@ export interface ClaimedDelivery {
   failing_since: number | null;
 }
 
+// The active subscriptions and their budgets, read once per change instead of on every pump (the claim runs
+// thousands of times a second under load; its garbage showed in bench/delivery's RSS). Subscriptions are written
+// only by this process (API and worker) through insert/setStatus, which bump the generation; a second of age at
+// most covers any other writer.
+let activeGeneration = 0;
+const activeChanged = () => { activeGeneration++; };
+const ACTIVE_MAX_AGE_MS = 1000;
+const activeCache = new WeakMap<Db, { generation: number; at: number; limits: string; active: Array<{ id: string; node_id: string }>; b: ReturnType<typeof budgets> }>();
+
+function activeWithBudgets(db: Db, l: ClaimLimits) {
+  const key = `${l.concurrency}/${l.perNode}/${l.perSubscription}`;
+  const now = Date.now();
+  const c = activeCache.get(db);
+  if (c && c.generation === activeGeneration && c.limits === key && now - c.at < ACTIVE_MAX_AGE_MS) return c;
+  const active = stmt(db, "SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active' ORDER BY node_id, id").all() as Array<{ id: string; node_id: string }>;
+  const fresh = { generation: activeGeneration, at: now, limits: key, active, b: budgets(active, l) };
+  activeCache.set(db, fresh);
+  return fresh;
+}
+
 export interface ClaimLimits {
   /** In flight in all (the worker's concurrency). */
   concurrency: number;
@@ -123,10 +143,11 @@ export function budgets(active: Array<{ id: string; node_id: string }>, l: Claim
  */
 export function claimDue(db: Db, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0): ClaimedDelivery[] {
   if (limit <= 0) return [];
-  const active = stmt(db, "SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active' ORDER BY node_id, id").all() as Array<{ id: string; node_id: string }>;
+  const { active, b } = activeWithBudgets(db, l);
   if (!active.length) return [];
-  const b = budgets(active, l);
-  const dueQ = stmt(db, "SELECT id FROM deliveries WHERE subscription_id = ? AND status = 'pending' AND next_attempt_at <= ? ORDER BY next_attempt_at LIMIT ?").pluck();
+  // The subscription's status is checked again here: a cached list never claims for one disabled since.
+  const dueQ = stmt(db, `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
+    AND (SELECT status FROM webhook_subscriptions WHERE id = d.subscription_id) = 'active' ORDER BY d.next_attempt_at LIMIT ?`).pluck();
   // Per node: its subscriptions' due ids (only those with room), in rotated order.
   const nodes = new Map<string, Array<{ id: string; due: string[]; at: number }>>();
   for (const s of active) {
@@ -176,8 +197,7 @@ export function claimDue(db: Db, now: number, leaseMs: number, limit: number, l:
  * budget are left out: a completion pumps for them, and their backlog (a hanging receiver's) is always "due".
  */
 export function nextDueWithRoom(db: Db, l: ClaimLimits, inFlight: InFlight): number | null {
-  const active = stmt(db, "SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active'").all() as Array<{ id: string; node_id: string }>;
-  const b = budgets(active, l);
+  const { active, b } = activeWithBudgets(db, l);
   const q = stmt(db, "SELECT MIN(next_attempt_at) FROM deliveries WHERE subscription_id = ? AND status = 'pending'").pluck();
   let next: number | null = null;
   for (const s of active) {
