@@ -2,7 +2,10 @@
 // node:http on 127.0.0.1 port 0; answers 204 as soon as the body has arrived. Per request it keeps the
 // x-service-event-id and the receive time (performance.timeOrigin + performance.now(), ms, sub-ms resolution),
 // first arrival only; repeats are counted as duplicates. The parent asks for counts and times over IPC.
+// With the argument `hang` it reads each request and never answers (a receiver that accepts and hangs).
 import http from 'node:http';
+
+const HANG = process.argv[2] === 'hang';
 
 const now = () => performance.timeOrigin + performance.now();
 let received = new Map(); // event id -> receive time
@@ -21,6 +24,7 @@ const server = http.createServer((req, res) => {
       if (received.has(id)) duplicates++;
       else received.set(id, t);
     }
+    if (HANG) return; // the socket stays open, the request unanswered, until the sender gives up
     res.writeHead(204);
     res.end();
   });

@@ -5,6 +5,7 @@ import { tokenResolver } from '../service/admin.js';
 import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
+import { routeTable, strictQuery } from './middleware/strict.js';
 import { rateLimit } from './middleware/rate-limit.js';
 import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
@@ -34,7 +35,20 @@ export function createApp(d: Deps, opts: AppOptions) {
     },
   });
   app.onError(onError);
-  app.notFound((c) => problem(c, 404, 'not_found', 'no such route'));
+  const routes = routeTable(
+    () => app.routes,
+    () => app.openAPIRegistry.definitions.flatMap((def) => {
+      if (def.type !== 'route') return [];
+      const query = (def.route.request?.query as { shape?: Record<string, unknown> } | undefined)?.shape;
+      return [{ method: def.route.method, path: def.route.path, query: query ? Object.keys(query) : [] }];
+    }),
+  );
+  app.notFound((c) => {
+    // A path that exists with other methods: 405 with Allow (TRACE, PUT, … on a route that does not serve them).
+    const allow = routes.methodsAt(c.req.path);
+    if (allow.length) return problem(c, 405, 'method_not_allowed', `${c.req.method} is not served at this path (allowed: ${allow.join(', ')})`, {}, { allow: allow.join(', ') });
+    return problem(c, 404, 'not_found', 'no such route');
+  });
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'One token per serviceNode (nsv_…)' });
 
   // Requests by route pattern (never the raw path: ids would explode the label set), method and status.
@@ -59,6 +73,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   app.use('/v1/*', bearerAuth({ nodeForToken: (t) => resolveToken(t, d.now()) }));
   app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));
   app.use('/v1/*', jsonBody());
+  app.use('/v1/*', strictQuery(routes));
 
   statusRoutes(app, d);
   streamRoutes(app, d);

@@ -3,18 +3,21 @@
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
 import { NodeSvcError } from '../domain/errors.js';
+import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 
 const TITLES: Record<number, string> = {
-  400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 409: 'Conflict', 413: 'Payload Too Large',
+  400: 'Bad Request', 401: 'Unauthorized', 404: 'Not Found', 405: 'Method Not Allowed', 409: 'Conflict', 413: 'Payload Too Large',
   415: 'Unsupported Media Type', 422: 'Unprocessable Content', 429: 'Too Many Requests', 500: 'Internal Server Error', 503: 'Service Unavailable',
 };
+// 429 comes from the rate limiter or a per-node limit (limit_exceeded); both carry Retry-After when waiting helps.
 const CODE_BY_STATUS: Record<number, string> = {
   400: 'invalid_request', 401: 'unauthorized', 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type', 429: 'rate_limited', 503: 'unavailable',
 };
 
 export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
-  const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail, code };
+  // A detail may quote a URL from a library error (an RPC or processor URL): never with its query or userinfo.
+  const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail: redactUrls(detail), code };
   // base again last: extra never overrides the RFC 9457 members (a `status` in extra once replaced the HTTP status).
   const body = { ...base, ...extra, ...base };
   return c.body(JSON.stringify(body), status as never, { 'content-type': 'application/problem+json', ...headers });

@@ -3,8 +3,12 @@ import { z } from '@hono/zod-openapi';
 import { EVENT_KIND_LIST, HALT_REASONS, SCHEMA_VERSIONS } from '../domain/events.js';
 import { REFUSALS, VOUCHER_REFUSALS, CONTROL_REFUSALS } from '../domain/refusals.js';
 import { STAGES } from '../domain/stages.js';
+import { NO_CONTROL_PATTERN } from '../domain/text.js';
 
-export const Micro = z.string().regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
+/** Free text that an operator will read on a terminal: no control characters (the pattern is in the document too). */
+export const noControl = (s: z.ZodString) => s.regex(new RegExp(NO_CONTROL_PATTERN), { message: 'must not contain control characters' });
+
+export const Micro = z.string().max(78).regex(/^(0|[1-9][0-9]*)$/).openapi({ description: 'Micro units of the asset, a decimal string (never a float)', example: '1500000' });
 const Time = z.string().openapi({ description: 'RFC 3339 UTC with milliseconds', example: '2026-11-21T10:00:00.000Z' });
 
 export const Problem = z
@@ -13,10 +17,13 @@ export const Problem = z
     title: z.string(),
     status: z.number().int(),
     detail: z.string(),
-    code: z.enum(['unauthorized', 'not_found', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
+    code: z.enum(['unauthorized', 'not_found', 'method_not_allowed', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
     refusal: z.string().optional().openapi({ description: 'For *_refused: the named refusal' }),
     valid: z.literal(false).optional(),
     issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
+    limit: z.enum(['subscriptions', 'redeliveries']).optional().openapi({ description: 'For limit_exceeded: which per-node limit is full' }),
+    max: z.number().int().optional().openapi({ description: 'For limit_exceeded: the limit' }),
+    retryAfterSeconds: z.number().int().optional().openapi({ description: 'For 429: seconds to wait (also in Retry-After)' }),
   })
   .openapi('Problem', { description: 'RFC 9457 problem details (application/problem+json)' });
 
@@ -28,18 +35,25 @@ export const problemResponses = (...statuses: number[]) =>
     ]),
   );
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
-  400: 'Malformed JSON, missing or unknown fields, invalid values',
+  400: 'Malformed JSON or UTF-8, missing or unknown fields, unknown query parameters, invalid values (each named)',
   401: 'Missing, unknown or revoked bearer token',
   404: 'Unknown, or owned by another node (never 403)',
   413: 'Body over 64 KiB',
   415: 'Body is not application/json',
   422: 'A named refusal',
-  429: 'Rate limited (see Retry-After)',
+  429: 'Rate limited (rate_limited, see Retry-After), or a per-node limit is full (limit_exceeded: subscriptions, or redeliveries pending)',
   503: "The stream's rail (chain RPC, card processor) cannot be read now: retry after Retry-After; never a payable answer",
 };
 export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
 
-export const VerifyRequest = z.strictObject({ credential: z.string().min(1).openapi({ description: 'The allowance credential (compact JWS) as presented' }) }).openapi('VerifyRequest');
+export const VerifyRequest = z
+  .strictObject({
+    credential: z.string().min(1).max(65536).openapi({
+      description: 'The allowance credential (compact JWS) as presented; whitespace around it is trimmed (as the CLI and SDK do). ' +
+        'Over 16 KiB, or a header or payload repeating a member name, is refused as malformed (422).',
+    }),
+  })
+  .openapi('VerifyRequest');
 export const ValidCredential = z
   .object({
     valid: z.literal(true),
@@ -149,7 +163,7 @@ export const StreamListQuery = Paging.extend({
 });
 
 export const Eip712Voucher = z
-  .strictObject({ stream: z.string(), amount: Micro, units: Micro, signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/) })
+  .strictObject({ stream: z.string().min(1).max(256), amount: Micro, units: Micro, signature: z.string().regex(/^0x[0-9a-fA-F]{130}$/) })
   .openapi('Eip712Voucher', { description: 'Escrow mode: EIP-712 Voucher(bytes32 channelId, uint128 cumulativeAmount) signed by cnf.addr' });
 export const VoucherRequest = z
   .strictObject({

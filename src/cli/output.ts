@@ -1,4 +1,5 @@
 import { NodeSvcError } from '../domain/errors.js';
+import { escapeControl, escapeControlKeepLines, redactUrls } from '../domain/text.js';
 
 /** What every command function returns: data for JSON, a rendering for people, and an exit code. */
 export interface CommandResult<T = unknown> {
@@ -38,20 +39,31 @@ export function outputFormat(result: CommandResult, o: { format?: Format | undef
   return o.json ? 'json' : 'table';
 }
 
+// URLs lose their query and userinfo in every CLI output, JSON too: stdout ends up in CI logs and tickets.
+const redacting = (_k: string, v: unknown) => (typeof v === 'string' ? redactUrls(v) : v);
+
 export function render(result: CommandResult, json: boolean | Format): string {
   const f: Format = json === true ? 'json' : json === false ? 'table' : json;
-  if (f === 'jsonl') return (result.rows ?? [result.data]).map((r) => `${JSON.stringify(r)}\n`).join('');
-  return f === 'json' ? `${JSON.stringify(result.data, null, process.stdout.isTTY ? 2 : 0)}\n` : result.human.endsWith('\n') ? result.human : `${result.human}\n`;
+  if (f === 'jsonl') return (result.rows ?? [result.data]).map((r) => `${JSON.stringify(r, redacting)}\n`).join('');
+  if (f === 'json') return `${JSON.stringify(result.data, redacting, process.stdout.isTTY ? 2 : 0)}\n`;
+  // Whatever is in the store reaches a terminal only escaped, and URLs without their query or userinfo.
+  const human = humanSafe(result.human);
+  return human.endsWith('\n') ? human : `${human}\n`;
 }
 
 export function renderError(err: NodeSvcError, json: boolean): string {
-  if (json) return `${JSON.stringify({ error: { code: err.code, message: err.message, ...(err.hint ? { hint: err.hint } : {}), ...err.extra } })}\n`;
-  return `node-svc: ${err.message}\n${err.hint ? `  ${err.hint}\n` : ''}`;
+  const message = redactUrls(err.message);
+  if (json) return `${JSON.stringify({ error: { code: err.code, message, ...(err.hint ? { hint: err.hint } : {}), ...err.extra } })}\n`;
+  return humanSafe(`node-svc: ${message}\n${err.hint ? `  ${err.hint}\n` : ''}`);
 }
+
+/** Human text: URLs redacted (query, userinfo), control characters other than line breaks shown as escapes. */
+export const humanSafe = (s: string): string => escapeControlKeepLines(redactUrls(s));
 
 /** A plain text table: header row, then rows, columns padded to the widest cell. */
 export function table(head: string[], rows: string[][]): string {
   if (!rows.length) return '';
+  rows = rows.map((r) => r.map((c) => escapeControl(c ?? ''))); // a stored "\r\n" must not start a fake row
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((r) => (r[i] ?? '').length)));
   const line = (cells: string[]) => cells.map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!))).join('  ').trimEnd();
   return [line(head), ...rows.map(line)].join('\n');

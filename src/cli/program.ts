@@ -116,6 +116,8 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--retention <duration>', 'prune delivered webhook deliveries, their attempts and events older than this (default 30d; 0 keeps all; never billed truth or settlements)').env('NODE_SVC_RETENTION'))
     .addOption(new Option('--webhook-allow <cidrs>', 'only deliver to these networks (comma-separated CIDRs)').env('NODE_SVC_WEBHOOK_ALLOW'))
     .addOption(new Option('--webhook-deny <cidrs>', 'never deliver to these networks (link-local and metadata are always refused)').env('NODE_SVC_WEBHOOK_DENY'))
+    .addOption(new Option('--max-subscriptions <n>', 'webhook subscriptions per node at most (default 20; beyond: 429 limit_exceeded)').env('NODE_SVC_MAX_SUBSCRIPTIONS'))
+    .addOption(new Option('--max-redeliveries <n>', 'redeliveries pending per node at most (default 1000; beyond: 429 limit_exceeded)').env('NODE_SVC_MAX_REDELIVERIES'))
     .addOption(new Option('--mode <mode>', 'settle on a rail: escrow or card (default: no settlement)').env('NODE_SVC_MODE'))
     .addOption(new Option('--rail <env>', 'sandbox (local dev chain / test keys) or production').env('NODE_SVC_RAIL'))
     .addOption(new Option('--rpc-url <url>', 'escrow: the chain RPC').env('NODE_SVC_RPC_URL'))

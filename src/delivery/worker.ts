@@ -1,14 +1,16 @@
-// The delivery worker: wakes on new events, claims due deliveries with a lease, sends them signed with bounded
-// global and per-subscription concurrency, records every attempt durably (batched: one transaction per tick),
+// The delivery worker: wakes on new events, claims due deliveries with a lease (fairly: round-robin over nodes and
+// their subscriptions, each within its own socket budget), sends them signed with bounded concurrency, records
+// every attempt durably (batched: one transaction per tick),
 // and reschedules per the retry schedule. At-least-once: a crash between send and record resends after the lease.
 import { isIP } from 'node:net';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
+import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import type { Store } from '../store/db.js';
 import { onEventRecorded } from '../store/events.js';
-import { claimDue, deliveries, recordAttempt, releaseStaleLeases, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
+import { claimDue, nextDueWithRoom, recordAttempt, releaseStaleLeases, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
 import { DEFAULT_RETRY_SCHEDULE_S, DISABLE_AFTER_FAILING_MS, parseRetryAfter, retryDelayMs } from './schedule.js';
 import { serviceSignature, standardSignature } from './sign.js';
 import { targetPolicy, type TargetPolicy } from './target.js';
@@ -18,7 +20,11 @@ export interface WorkerOptions {
   retrySchedule?: readonly number[];
   /** Per attempt, ms (default 15 s). */
   timeoutMs?: number;
+  /** In flight in all (default 256). */
   concurrency?: number;
+  /** In flight per node at most (default: the concurrency); with several nodes each gets at most concurrency ÷ nodes. */
+  perNode?: number;
+  /** Sockets per subscription at most (default 64); with several subscriptions each gets at most its node's share ÷ them. */
   perSubscription?: number;
   policy?: TargetPolicy;
   userAgent: string;
@@ -41,6 +47,8 @@ export class DeliveryWorker {
   readonly #http: HttpAgent;
   readonly #https: HttpsAgent;
   readonly #perSub: Record<string, number> = {};
+  readonly #perNode: Record<string, number> = {};
+  #turn = 0;
   #inFlight = 0;
   #results: Result[] = [];
   #scheduled = false;
@@ -57,14 +65,17 @@ export class DeliveryWorker {
     this.#o = {
       retrySchedule: DEFAULT_RETRY_SCHEDULE_S,
       timeoutMs: 15_000,
-      concurrency: 128,
+      concurrency: 256,
       perSubscription: 64,
       now: Date.now,
       random: Math.random,
       ...opts,
+      perNode: opts.perNode ?? opts.concurrency ?? 256,
       policy: opts.policy ?? targetPolicy(),
     };
-    const agentOpts = { keepAlive: true, maxSockets: this.#o.perSubscription, maxFreeSockets: this.#o.perSubscription, scheduling: 'lifo' as const, lookup: this.#o.policy.lookup };
+    // No per-host socket cap in the agent: the budget is per subscription (claimDue), so two subscriptions on one
+    // host never queue behind each other's sockets (a hanging one would otherwise hold the host's whole pool).
+    const agentOpts = { keepAlive: true, maxSockets: Infinity, maxFreeSockets: this.#o.perSubscription, scheduling: 'lifo' as const, lookup: this.#o.policy.lookup };
     this.#http = new HttpAgent(agentOpts);
     this.#https = new HttpsAgent(agentOpts);
   }
@@ -99,11 +110,11 @@ export class DeliveryWorker {
     try {
       if (flush) {
         // Attempt records are durable (synchronous=FULL): one fsync for the whole group, claims ride along.
-        claimed = this.#recordResults(() => (room > 0 ? claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub) : []));
+        claimed = this.#recordResults(() => (room > 0 ? this.#claim(now, room) : []));
       } else if (room > 0) {
         // A lease lost in a crash only means a resend, which at-least-once allows: no fsync on the send path.
         claimed = withSynchronous(db, 'NORMAL', () =>
-          db.transaction(() => claimDue(db, now, this.#leaseMs(), room, this.#o.perSubscription, this.#perSub)).immediate(),
+          db.transaction(() => this.#claim(now, room)).immediate(),
         );
       }
     } catch (err) {
@@ -119,12 +130,20 @@ export class DeliveryWorker {
       return;
     }
     if (claimed.length && claimed.length === room) return; // more may be due: the completions pump again
-    const next = deliveries.nextDue(db);
+    // Subscriptions at their budget are left out: a completion pumps for them.
+    const next = nextDueWithRoom(db, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode });
     if (next !== null) {
       const wait = Math.min(MAX_IDLE_WAIT_MS, Math.max(0, next - this.#o.now()));
-      // Rows due now but not claimable (their subscription is at its cap) wait for a completion to pump.
       this.#timer = setTimeout(() => this.wake(), wait === 0 ? 10 : wait);
     }
+  }
+
+  #limits() {
+    return { concurrency: this.#o.concurrency, perNode: this.#o.perNode, perSubscription: this.#o.perSubscription };
+  }
+
+  #claim(now: number, room: number): ClaimedDelivery[] {
+    return claimDue(this.#o.store.db, now, this.#leaseMs(), room, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode }, this.#turn++);
   }
 
   #leaseMs(): number {
@@ -175,6 +194,7 @@ export class DeliveryWorker {
   #send(d: ClaimedDelivery): void {
     this.#inFlight++;
     this.#perSub[d.subscription_id] = (this.#perSub[d.subscription_id] ?? 0) + 1;
+    this.#perNode[d.node_id] = (this.#perNode[d.node_id] ?? 0) + 1;
     const started = this.#o.now();
     this.#attempt(d)
       .then(
@@ -211,6 +231,7 @@ export class DeliveryWorker {
         this.#results.push(r);
         this.#inFlight--;
         if (--this.#perSub[d.subscription_id]! === 0) delete this.#perSub[d.subscription_id];
+        if (--this.#perNode[d.node_id]! === 0) delete this.#perNode[d.node_id];
         this.#pumpSoon(); // a completion always pumps, even when stopping: it claims, and flushes a full group
       });
   }
@@ -292,7 +313,7 @@ function errorText(err: unknown): string {
   if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
   const code = e?.code ?? e?.cause?.code;
   const msg = (e?.cause?.message ?? e?.message ?? 'error').slice(0, 300);
-  return code ? `${code}: ${msg}` : msg;
+  return redactUrls(code ? `${code}: ${msg}` : msg); // stored and shown: never a target's query or userinfo
 }
 
 /** Run `fn` with PRAGMA synchronous set to `level`, then put FULL back (nothing else runs in between). */

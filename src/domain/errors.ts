@@ -8,6 +8,7 @@ export type ErrorCode =
   | 'payload_too_large'
   | 'unsupported_media_type'
   | 'rate_limited'
+  | 'limit_exceeded'
   | 'credential_refused'
   | 'voucher_refused'
   | 'control_refused'
@@ -56,6 +57,12 @@ export const conflict = (message: string, hint?: string) =>
 
 export const configError = (message: string, hint?: string) =>
   new NodeSvcError('config', message, { status: 500, exitCode: EXIT.other, ...(hint ? { hint } : {}) });
+
+/** A per-node quota (subscriptions, redeliveries pending) is full: 429 naming the limit, never a silent queue. */
+export const limitExceeded = (limit: string, max: number, message: string, retryAfterSeconds?: number) =>
+  new NodeSvcError('limit_exceeded', message, {
+    status: 429, exitCode: EXIT.other, extra: { limit, max, ...(retryAfterSeconds !== undefined ? { retryAfterSeconds } : {}) },
+  });
 
 /** A named refusal (credential, voucher, control): 422 with `refusal` in the problem body, exit 1 in the CLI. */
 export const refused = (code: 'credential_refused' | 'voucher_refused' | 'control_refused', refusal: string, detail: string, extra: Record<string, unknown> = {}) =>

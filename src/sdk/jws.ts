@@ -18,14 +18,54 @@ export function splitCompact(jws: string): [string, string, string] | undefined 
   return [h, p, s];
 }
 
-/** Decode a base64url JSON object; undefined for anything else (bad UTF-8 included). */
+/**
+ * Decode a base64url JSON object; undefined for anything else: bad UTF-8, and duplicate member names at any depth
+ * (JSON.parse keeps the last one; RFC 7515 §5.2 lets us refuse instead, and we fail closed: a header or claim that
+ * two parsers could read differently is malformed).
+ */
 export function decodeJson(part: string): Record<string, unknown> | undefined {
   try {
-    const v: unknown = JSON.parse(utf8.decode(Buffer.from(part, 'base64url')));
-    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+    const text = utf8.decode(Buffer.from(part, 'base64url'));
+    const v: unknown = JSON.parse(text);
+    if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
+    return hasDuplicateMembers(text) ? undefined : (v as Record<string, unknown>);
   } catch {
     return undefined;
   }
+}
+
+/**
+ * Does this (valid) JSON text hold an object with two members of the same name? Names are compared decoded, so
+ * {"a":1,"\u0061":2} counts. One pass over the text; only called after JSON.parse accepted it.
+ */
+export function hasDuplicateMembers(text: string): boolean {
+  const stack: Array<Set<string> | null> = []; // a Set per open object, null per open array
+  let expectKey = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (c === 0x22) {
+      // a string: find its end (skipping escapes)
+      let j = i + 1;
+      let escaped = false;
+      for (; j < text.length; j++) {
+        const d = text.charCodeAt(j);
+        if (d === 0x5c) { escaped = true; j++; continue; }
+        if (d === 0x22) break;
+      }
+      const top = stack[stack.length - 1];
+      if (expectKey && top) {
+        const name = escaped ? (JSON.parse(text.slice(i, j + 1)) as string) : text.slice(i + 1, j);
+        if (top.has(name)) return true;
+        top.add(name);
+        expectKey = false;
+      }
+      i = j;
+    } else if (c === 0x7b) { stack.push(new Set()); expectKey = true; }
+    else if (c === 0x5b) { stack.push(null); expectKey = false; }
+    else if (c === 0x7d || c === 0x5d) { stack.pop(); expectKey = false; }
+    else if (c === 0x2c) expectKey = stack[stack.length - 1] instanceof Set;
+  }
+  return false;
 }
 const utf8 = new TextDecoder('utf-8', { fatal: true });
 

@@ -66,10 +66,13 @@ export class Verifier {
   }
 
   /** Like verify, with the claims the daemon needs (cnf, iat) on success. */
-  verifyClaims(jws: unknown, opts: VerifyOptions): Outcome {
+  verifyClaims(input: unknown, opts: VerifyOptions): Outcome {
     try {
       const now = opts.now ?? Date.now();
-      if (typeof jws !== 'string') return refuse('malformed', 'credential must be a string');
+      if (typeof input !== 'string') return refuse('malformed', 'credential must be a string');
+      // Whitespace around the JWS is trimmed here, so the SDK, gateways, HTTP and the CLI (which reads files and
+      // stdin, trailing newline and all) give one answer; whitespace inside is never part of a compact JWS.
+      const jws = input.trim();
       if (jws.length > MAX_CREDENTIAL_BYTES) return refuse('malformed', `credential is longer than ${MAX_CREDENTIAL_BYTES} bytes`);
       const cached = this.#cacheGet(jws);
       const claims = cached ?? this.#checkSignedParts(jws);
@@ -118,13 +121,13 @@ export class Verifier {
     const parts = splitCompact(jws);
     if (!parts) return refuse('malformed', 'not a compact JWS (three base64url parts)');
     const header = decodeJson(parts[0]);
-    if (!header) return refuse('malformed', 'protected header is not a base64url JSON object');
+    if (!header) return refuse('malformed', 'protected header is not a base64url JSON object with unique member names');
     const checked = checkHeader(header, CREDENTIAL_TYP, this.#algorithms, this.#sets);
     if ('refusal' in checked) return checked;
     const entry = checked;
     if (!verifySignature(entry, parts)) return refuse('bad_signature', `signature does not verify with key "${entry.kid}"`);
     const c = decodeJson(parts[1]);
-    if (!c) return refuse('malformed', 'payload is not a base64url JSON object');
+    if (!c) return refuse('malformed', 'payload is not a base64url JSON object with unique member names');
     for (const name of REQUIRED) if (c[name] === undefined || c[name] === null) return refuse('missing_claim', `claim "${name}" is missing`);
     if (c.iss !== entry.issuer) return refuse('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);
     return claimShapes(c) ?? {

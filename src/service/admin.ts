@@ -1,4 +1,5 @@
 // Operator admin use cases: nodes, bearer tokens, trusted issuer keys. Shared by the CLI and the daemon.
+import { hasControl } from '../domain/text.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.js';
 import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.js';
@@ -161,6 +162,7 @@ export async function readJwksSource(source: string): Promise<unknown> {
  */
 export function addKeys(store: Store, issuer: string, jwks: unknown, source: string, now = Date.now()) {
   if (!issuer || issuer.length > 512) throw usageError('--issuer must be a non-empty string of at most 512 characters');
+  if (hasControl(issuer)) throw usageError('--issuer must not contain control characters');
   const list: unknown[] | undefined =
     typeof jwks === 'object' && jwks !== null && Array.isArray((jwks as { keys?: unknown }).keys)
       ? (jwks as { keys: unknown[] }).keys

@@ -48,13 +48,13 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   if (typeof message !== 'string' || message.length > 16 * 1024) throw no('malformed', 'message must be a compact JWS string of at most 16 KiB');
   const parts = splitCompact(message);
   const header = parts && decodeJson(parts[0]);
-  if (!parts || !header) throw no('malformed', 'message is not a compact JWS');
+  if (!parts || !header) throw no('malformed', 'message is not a compact JWS (or its header repeats a member name)');
   const keyring = d.keyring.current();
   const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);
   if ('refusal' in entry) throw no(entry.refusal as ControlRefusal, entry.detail);
   if (!verifySignature(entry, parts)) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
   const c = decodeJson(parts[1]);
-  if (!c) throw no('malformed', 'payload is not a JSON object');
+  if (!c) throw no('malformed', 'payload is not a JSON object with unique member names');
   for (const n of ['iss', 'aud', 'jti', 'iat', 'kind']) need(c, n);
   if (c.iss !== entry.issuer) throw no('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);
   if (c.aud !== nodeId) throw no('wrong_audience', `message is aimed at ${JSON.stringify(c.aud)}, not this node`);

@@ -17,6 +17,10 @@ export interface ServiceConfig {
   settlementStuckMs: number;
   /** Delivered deliveries, their attempts and events older than this are pruned (ms; 0 keeps all). */
   retentionMs: number;
+  /** Per node: subscriptions (active or disabled) at most; beyond, 429 limit_exceeded. */
+  maxSubscriptionsPerNode: number;
+  /** Per node: redeliveries queued and not yet delivered, dead or cancelled at most; beyond, 429 limit_exceeded. */
+  maxRedeliveriesPerNode: number;
 }
 
 export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
@@ -27,6 +31,8 @@ export const DEFAULT_SERVICE_CONFIG: ServiceConfig = {
   lowRatePercent: 80,
   settlementStuckMs: 60_000,
   retentionMs: 30 * 86_400_000,
+  maxSubscriptionsPerNode: 20,
+  maxRedeliveriesPerNode: 1000,
 };
 
 /** What the use cases need: no HTTP or terminal types in here. */

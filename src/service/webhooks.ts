@@ -1,8 +1,9 @@
 // Webhook subscription use cases (DESIGN §8), shared by the API and the CLI.
 import { isIP } from 'node:net';
-import { invalidRequest, notFound } from '../domain/errors.js';
+import { invalidRequest, limitExceeded, notFound } from '../domain/errors.js';
 import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
+import { hasControl } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, type EventRow } from '../store/events.js';
@@ -11,6 +12,7 @@ import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
 export const DEFAULT_OVERLAP_S = 86_400;
+const REDELIVERY_RETRY_AFTER_S = 10;
 
 export interface CreateSubscription {
   url: string;
@@ -35,8 +37,17 @@ export function view(s: SubscriptionRow, now: number) {
   };
 }
 
+/** Free text a caller stores and an operator later reads on a terminal: no control characters (400 naming the field). */
+export function refuseControl(field: string, value: string | undefined): void {
+  if (value !== undefined && hasControl(value))
+    throw invalidRequest(`${field} must not contain control characters`, { issues: [{ path: field, message: 'must not contain control characters' }] });
+}
+
+/** The URL as the WHATWG parser normalises it (what is stored, shown and connected to), or a 400 naming the problem. */
 function checkUrl(d: Deps, raw: string): string {
   if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
+  // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
+  refuseControl('url', raw);
   let u: URL;
   try {
     u = new URL(raw);
@@ -51,11 +62,13 @@ function checkUrl(d: Deps, raw: string): string {
     const ok = d.webhookPolicy.allowed(host);
     if (!ok.ok) throw invalidRequest(`url is not an allowed webhook target: ${ok.reason}`);
   }
-  return raw;
+  if (u.href.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters once normalised`);
+  return u.href;
 }
 
 export function createSubscription(d: Deps, nodeId: string, req: CreateSubscription) {
   const url = checkUrl(d, req.url);
+  refuseControl('description', req.description);
   const version = req.schemaVersion ?? '1.1.0';
   let events = '*';
   if (req.events !== undefined) {
@@ -71,8 +84,13 @@ export function createSubscription(d: Deps, nodeId: string, req: CreateSubscript
     id: newId('whk'), node_id: nodeId, url, events, schema_version: version, description: req.description ?? null,
     status: 'active' as const, secret: newWebhookSecret(), created_at: now,
   };
-  subscriptions.insert(d.store.db, row);
-  const s = subscriptions.byId(d.store.db, row.id)!;
+  const s = d.store.db.transaction(() => {
+    const max = d.config.maxSubscriptionsPerNode;
+    if (subscriptions.countForNode(d.store.db, nodeId) >= max)
+      throw limitExceeded('subscriptions', max, `this node already has ${max} webhook subscriptions (the limit); delete one first`);
+    subscriptions.insert(d.store.db, row);
+    return subscriptions.byId(d.store.db, row.id)!;
+  }).immediate();
   // The secret appears here, once.
   return { ...view(s, now), secret: row.secret };
 }
@@ -143,16 +161,24 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
     const e = requireEvent(d, nodeId, eventId);
     const subs = subscriptionId ? [requireSubscription(d, nodeId, subscriptionId)] : subscriptions.list(d.store.db, nodeId);
     const now = d.now();
-    const queued = subs
-      .filter((s) => s.status === 'active' && matches(s, e.type))
-      .map((s) => {
-        // A delivery of this event still waiting (retrying) is the one to complete: brought forward, never doubled by
-        // a second row that would send again when the old one's retry comes due. One in flight right now may already
-        // be acknowledged: a replay asked for another send, so it gets a new row.
-        const pending = deliveries.pendingFor(d.store.db, e.seq, s.id);
-        if (pending && !pending.in_flight && deliveries.dueNow(d.store.db, pending.id, now)) return { subscription: s.id, deliveryId: pending.id };
-        return { subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now) };
-      });
+    const targets = subs.filter((s) => s.status === 'active' && matches(s, e.type));
+    // A delivery of this event still waiting (retrying) is the one to complete: brought forward, never doubled by
+    // a second row that would send again when the old one's retry comes due. One in flight right now may already
+    // be acknowledged: a replay asked for another send, so it gets a new row.
+    const plan = targets.map((s) => {
+      const pending = deliveries.pendingFor(d.store.db, e.seq, s.id);
+      return { s, complete: pending && !pending.in_flight ? pending.id : undefined };
+    });
+    // One node's flood of redeliveries must not grow without bound (the claim keeps it from delaying others).
+    const max = d.config.maxRedeliveriesPerNode;
+    const fresh = plan.filter((p) => !p.complete).length;
+    const pendingCount = fresh ? deliveries.pendingRedeliveries(d.store.db, nodeId) : 0;
+    if (pendingCount + fresh > max)
+      throw limitExceeded('redeliveries', max, `this node has ${pendingCount} redeliveries pending (the limit is ${max}); retry when some are delivered`, REDELIVERY_RETRY_AFTER_S);
+    const queued = plan.map(({ s, complete }) =>
+      complete && deliveries.dueNow(d.store.db, complete, now)
+        ? { subscription: s.id, deliveryId: complete }
+        : { subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now, true) });
     return { event: e.id, queued };
   }).immediate();
   d.wakeDelivery?.();
@@ -169,8 +195,10 @@ const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
   if (cursor !== undefined && since !== undefined) throw invalidRequest('give cursor or since, not both');
-  let after = cursor ? Number.parseInt(Buffer.from(cursor, 'base64url').toString('utf8'), 10) : 0;
-  if (!Number.isSafeInteger(after) || after < 0) throw invalidRequest('cursor is not valid');
+  // Strict: only a cursor this API gave out (base64url of a decimal position); anything else is the documented 400.
+  const decoded = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '0';
+  let after = /^\d{1,15}$/.test(decoded) ? Number(decoded) : NaN;
+  if (!Number.isSafeInteger(after)) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
   const sinceMs = since === undefined ? undefined : Date.parse(since);
   if (sinceMs !== undefined && (Number.isNaN(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(since!))) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`);
   if (sinceMs !== undefined) after = eventsTable.seqBefore(d.store.db, nodeId, sinceMs) ?? eventsTable.lastSeq(d.store.db, nodeId);

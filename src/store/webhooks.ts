@@ -23,18 +23,21 @@ export interface SubscriptionRow {
 
 export const subscriptions = {
   insert: (db: Db, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
-    stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
-      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s),
+    (activeChanged(), stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
+      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s)),
   /** A subscription the node can see (deleted ones are gone for the API). */
   get: (db: Db, nodeId: string, id: string) =>
     stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'").get(nodeId, id) as SubscriptionRow | undefined,
   byId: (db: Db, id: string) => stmt(db, 'SELECT * FROM webhook_subscriptions WHERE id = ?').get(id) as SubscriptionRow | undefined,
   list: (db: Db, nodeId: string) =>
     stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted' ORDER BY created_at, id").all(nodeId) as SubscriptionRow[],
+  /** Subscriptions that count against the node's limit (active and disabled; deleted ones are gone). */
+  countForNode: (db: Db, nodeId: string) =>
+    stmt(db, "SELECT COUNT(*) FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted'").pluck().get(nodeId) as number,
   activeForNode: (db: Db, nodeId: string) =>
     stmt(db, "SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'").all(nodeId) as Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>[],
   setStatus: (db: Db, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
-    stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes,
+    (activeChanged(), stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes),
   rotate: (db: Db, id: string, secret: string, previousExpiresAt: number, now: number) =>
     stmt(db, `UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`).run(previousExpiresAt, secret, now, id),
   succeeded: (db: Db, id: string, now: number) =>
@@ -50,11 +53,16 @@ export function matches(sub: Pick<SubscriptionRow, 'events' | 'schema_version'>,
 }
 
 export const deliveries = {
-  insert: (db: Db, eventSeq: number, subscriptionId: string, now: number) => {
+  insert: (db: Db, eventSeq: number, subscriptionId: string, now: number, redelivery = false) => {
     const id = newId('dlv');
-    stmt(db, "INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at) VALUES (?, ?, ?, 'pending', ?, ?)").run(id, eventSeq, subscriptionId, now, now);
+    stmt(db, "INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES (?, ?, ?, 'pending', ?, ?, ?)")
+      .run(id, eventSeq, subscriptionId, now, now, redelivery ? 1 : 0);
     return id;
   },
+  /** Redeliveries of the node's subscriptions not yet delivered, dead or cancelled. */
+  pendingRedeliveries: (db: Db, nodeId: string) =>
+    stmt(db, `SELECT COUNT(*) FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+      WHERE s.node_id = ? AND d.status = 'pending' AND d.redelivery = 1`).pluck().get(nodeId) as number,
   cancelPending: (db: Db, subscriptionId: string) =>
     stmt(db, "UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'").run(subscriptionId).changes,
   /**
@@ -69,14 +77,12 @@ export const deliveries = {
   dueNow: (db: Db, id: string, now: number) =>
     stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending'
       AND attempts = (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`).run(now, id).changes,
-  nextDue: (db: Db) =>
-    (stmt(db, `SELECT MIN(d.next_attempt_at) AS t FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-      WHERE d.status = 'pending' AND s.status = 'active'`).get() as { t: number | null }).t,
 };
 
 export interface ClaimedDelivery {
   id: string;
   subscription_id: string;
+  node_id: string;
   attempts: number;
   event_seq: number;
   event_id: string;
@@ -89,41 +95,129 @@ export interface ClaimedDelivery {
   failing_since: number | null;
 }
 
+// The active subscriptions and their budgets, read once per change instead of on every pump (the claim runs
+// thousands of times a second under load; its garbage showed in bench/delivery's RSS). Subscriptions are written
+// only by this process (API and worker) through insert/setStatus, which bump the generation; a second of age at
+// most covers any other writer.
+let activeGeneration = 0;
+const activeChanged = () => { activeGeneration++; };
+const ACTIVE_MAX_AGE_MS = 1000;
+const activeCache = new WeakMap<Db, { generation: number; at: number; limits: string; active: Array<{ id: string; node_id: string }>; b: ReturnType<typeof budgets> }>();
+
+function activeWithBudgets(db: Db, l: ClaimLimits) {
+  const key = `${l.concurrency}/${l.perNode}/${l.perSubscription}`;
+  const now = Date.now();
+  const c = activeCache.get(db);
+  if (c && c.generation === activeGeneration && c.limits === key && now - c.at < ACTIVE_MAX_AGE_MS) return c;
+  const active = stmt(db, "SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active' ORDER BY node_id, id").all() as Array<{ id: string; node_id: string }>;
+  const fresh = { generation: activeGeneration, at: now, limits: key, active, b: budgets(active, l) };
+  activeCache.set(db, fresh);
+  return fresh;
+}
+
+export interface ClaimLimits {
+  /** In flight in all (the worker's concurrency). */
+  concurrency: number;
+  /** In flight per node at most; a node's share is also at most concurrency ÷ nodes with active subscriptions. */
+  perNode: number;
+  /** Sockets per subscription at most; a subscription's share is also at most its node's share ÷ its subscriptions. */
+  perSubscription: number;
+}
+
+export interface InFlight {
+  bySubscription: Record<string, number>;
+  byNode: Record<string, number>;
+}
+
 /**
- * Claim due deliveries with a lease (UPDATE … RETURNING the claimed ids), at most `perSub - inFlight[sub]` per
- * subscription and `limit` in all, oldest first. Walks the partial due index in order, so the cost does not grow
- * with the backlog; the per-subscription caps are applied here. The lease is next_attempt_at = now + leaseMs.
+ * Every active subscription's budget of concurrent attempts (its socket budget). The budgets add up to at most the
+ * concurrency (and a node's to at most its share), so a receiver that hangs holds only its own subscription's
+ * budget: every other subscription, of this node or another, always has room. At least 1 each.
  */
-export function claimDue(db: Db, now: number, leaseMs: number, limit: number, perSub: number, inFlight: Record<string, number>): ClaimedDelivery[] {
+export function budgets(active: Array<{ id: string; node_id: string }>, l: ClaimLimits): { bySubscription: Map<string, number>; byNode: Map<string, number> } {
+  const perNodeSubs = new Map<string, number>();
+  for (const s of active) perNodeSubs.set(s.node_id, (perNodeSubs.get(s.node_id) ?? 0) + 1);
+  const nodeShare = Math.max(1, Math.min(l.perNode, Math.floor(l.concurrency / Math.max(1, perNodeSubs.size))));
+  const byNode = new Map<string, number>();
+  const bySubscription = new Map<string, number>();
+  for (const node of perNodeSubs.keys()) byNode.set(node, nodeShare);
+  for (const s of active) bySubscription.set(s.id, Math.max(1, Math.min(l.perSubscription, Math.floor(nodeShare / perNodeSubs.get(s.node_id)!))));
+  return { bySubscription, byNode };
+}
+
+/**
+ * Claim due deliveries with a lease, fairly: round-robin over nodes, and within a node over its subscriptions with
+ * room (each within its budget, see `budgets`), oldest due first within a subscription, `limit` in all. `turn`
+ * rotates where the round starts, so no node or subscription is always served first. Each subscription's due rows
+ * are read from its own index range (LIMIT its room), so a backlog of one subscription (a hanging receiver's
+ * retries, a node's flood of redeliveries) is never scanned past to reach another's. The lease is
+ * next_attempt_at = now + leaseMs.
+ */
+export function claimDue(db: Db, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0): ClaimedDelivery[] {
+  if (limit <= 0) return [];
+  const { active, b } = activeWithBudgets(db, l);
+  if (!active.length) return [];
+  // The subscription's status is checked again here: a cached list never claims for one disabled since.
+  const dueQ = stmt(db, `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
+    AND (SELECT status FROM webhook_subscriptions WHERE id = d.subscription_id) = 'active' ORDER BY d.next_attempt_at LIMIT ?`).pluck();
+  // Per node: its subscriptions' due ids (only those with room), in rotated order.
+  const nodes = new Map<string, Array<{ id: string; due: string[]; at: number }>>();
+  for (const s of active) {
+    const room = Math.min(limit, b.bySubscription.get(s.id)! - (inFlight.bySubscription[s.id] ?? 0), b.byNode.get(s.node_id)! - (inFlight.byNode[s.node_id] ?? 0));
+    if (room <= 0) continue;
+    const due = dueQ.all(s.id, now, room) as string[];
+    if (!due.length) continue;
+    const list = nodes.get(s.node_id) ?? [];
+    list.push({ id: s.id, due, at: 0 });
+    nodes.set(s.node_id, list);
+  }
+  if (!nodes.size) return [];
+  const rotate = <T>(xs: T[]) => { const k = turn % xs.length; return [...xs.slice(k), ...xs.slice(0, k)]; };
+  const order = rotate([...nodes.entries()]).map(([node, subs]) => ({ node, subs: rotate(subs), next: 0, room: b.byNode.get(node)! - (inFlight.byNode[node] ?? 0) }));
   const ids: string[] = [];
-  const taken: Record<string, number> = {};
-  let offset = 0;
-  const page = Math.max(64, limit * 2);
-  // Page on only while saturated subscriptions crowd out the others (bounded: a few pages at most).
-  for (let round = 0; round < 4 && ids.length < limit; round++) {
-    const rows = stmt(db, `SELECT d.id, d.subscription_id FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-      WHERE d.status = 'pending' AND d.next_attempt_at <= ? AND s.status = 'active' ORDER BY d.next_attempt_at LIMIT ? OFFSET ?`)
-      .all(now, page, offset) as Array<{ id: string; subscription_id: string }>;
-    for (const r of rows) {
-      const used = (inFlight[r.subscription_id] ?? 0) + (taken[r.subscription_id] ?? 0);
-      if (used >= perSub) continue;
-      taken[r.subscription_id] = (taken[r.subscription_id] ?? 0) + 1;
-      ids.push(r.id);
+  for (let progress = true; progress && ids.length < limit; ) {
+    progress = false;
+    for (const n of order) {
       if (ids.length >= limit) break;
+      if (n.room <= 0) continue;
+      // This node's next subscription that still has a due row.
+      for (let k = 0; k < n.subs.length; k++) {
+        const s = n.subs[(n.next + k) % n.subs.length]!;
+        if (s.at >= s.due.length) continue;
+        ids.push(s.due[s.at++]!);
+        n.next = (n.next + k + 1) % n.subs.length;
+        n.room--;
+        progress = true;
+        break;
+      }
     }
-    if (rows.length < page) break;
-    offset += page;
   }
   if (!ids.length) return [];
   const list = JSON.stringify(ids);
   stmt(db, `UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1
     WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'`).run(now + leaseMs, list);
   return stmt(db, `
-    SELECT d.id, d.subscription_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
+    SELECT d.id, d.subscription_id, s.node_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
            CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
            s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
     WHERE d.id IN (SELECT value FROM json_each(?))`).all(list) as ClaimedDelivery[];
+}
+
+/**
+ * When the next delivery becomes due among subscriptions with room (null: none pending). Subscriptions at their
+ * budget are left out: a completion pumps for them, and their backlog (a hanging receiver's) is always "due".
+ */
+export function nextDueWithRoom(db: Db, l: ClaimLimits, inFlight: InFlight): number | null {
+  const { active, b } = activeWithBudgets(db, l);
+  const q = stmt(db, "SELECT MIN(next_attempt_at) FROM deliveries WHERE subscription_id = ? AND status = 'pending'").pluck();
+  let next: number | null = null;
+  for (const s of active) {
+    if ((inFlight.bySubscription[s.id] ?? 0) >= b.bySubscription.get(s.id)! || (inFlight.byNode[s.node_id] ?? 0) >= b.byNode.get(s.node_id)!) continue;
+    const t = q.get(s.id) as number | null;
+    if (t !== null && (next === null || t < next)) next = t;
+  }
+  return next;
 }
 
 /**

@@ -1,4 +1,5 @@
 // What `watch` shows, fetched from the daemon: no ink here, so the plain snapshot path never loads it.
+import { escapeControl, redactUrls } from '../domain/text.js';
 import type { Client } from '../sdk/client.js';
 
 type Json = Record<string, any>;
@@ -70,6 +71,14 @@ const ATTEMPTS_PAGE = 50;
 
 const message = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
+/** Everything the daemon answers may carry what a caller stored: shown escaped, URLs redacted (ink prints raw). */
+export function screenSafe<T>(v: T, depth = 0): T {
+  if (typeof v === 'string') return escapeControl(redactUrls(v)) as T;
+  if (depth > 6 || v === null || typeof v !== 'object') return v;
+  if (Array.isArray(v)) return v.map((x) => screenSafe(x, depth + 1)) as T;
+  return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, screenSafe(x, depth + 1)])) as T;
+}
+
 export interface SnapshotOptions {
   /** Closed streams too (revoked, exhausted, budget halted or released, expired); default: open ones only. */
   closed?: boolean;
@@ -99,7 +108,7 @@ export async function fetchSnapshot(client: Client, o: SnapshotOptions = {}): Pr
       return row;
     }),
   );
-  return { streams: byAttention(page.data as unknown as StreamRow[]), moreStreams: page.nextCursor !== null, webhooks, at: new Date().toISOString() };
+  return screenSafe({ streams: byAttention(page.data as unknown as StreamRow[]), moreStreams: page.nextCursor !== null, webhooks, at: new Date().toISOString() });
 }
 
 const ATTENTION: Record<Stage, number> = { critical: 0, halted: 0, low: 1, normal: 1 };
@@ -128,7 +137,7 @@ export const isFailing = (w: WebhookRow) => w.status === 'active' && w.failingSi
 
 export async function fetchDetail(client: Client, stream: string): Promise<StreamDetail> {
   const [headroom, finality] = await Promise.all([client.headroom(stream), client.finality(stream)]);
-  return { stream, headroom, finality, at: new Date().toISOString() };
+  return screenSafe({ stream, headroom, finality, at: new Date().toISOString() });
 }
 
 /** billed ÷ cap in [0, 1], computed in BigInt (three decimals) so money never passes through a float. */

@@ -4,7 +4,7 @@ import React, { useCallback, useEffect, useRef, useState } from 'react';
 import { Box, render, Text, useApp, useInput, useStdout } from 'ink';
 import { formatMicro } from '../domain/amount.js';
 import type { Client } from '../sdk/client.js';
-import { bar, describeFailure, fetchDetail, fetchSnapshot, isFailing, STREAM_PAGE, totals, type Snapshot, type Stage, type StreamDetail, type StreamRow, type WebhookRow } from './snapshot.js';
+import { bar, describeFailure, fetchDetail, fetchSnapshot, isFailing, screenSafe, STREAM_PAGE, totals, type Snapshot, type Stage, type StreamDetail, type StreamRow, type WebhookRow } from './snapshot.js';
 
 const h = React.createElement;
 type Json = Record<string, any>;
@@ -294,7 +294,7 @@ export function WatchView(p: ViewProps): React.ReactElement {
   return h(
     Box,
     { flexDirection: 'column' },
-    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${p.url}  ${streams.length}${streams.length !== all.length ? ` of ${all.length}` : ''} ${p.showClosed ? '' : 'open '}stream${(streams.length !== all.length ? all.length : streams.length) === 1 ? '' : 's'}${p.showClosed ? ' (closed shown)' : ''}`)),
+    h(Text, { wrap: 'truncate-end' }, h(Text, { bold: true, color: 'cyan' }, 'node-svc watch'), h(Text, { dimColor: true }, `  ${screenSafe(p.url)}  ${streams.length}${streams.length !== all.length ? ` of ${all.length}` : ''} ${p.showClosed ? '' : 'open '}stream${(streams.length !== all.length ? all.length : streams.length) === 1 ? '' : 's'}${p.showClosed ? ' (closed shown)' : ''}`)),
     p.error ? h(Text, { color: 'red', wrap: 'truncate-end' }, `✗ ${p.error} — retrying every ${seconds(p.intervalMs)}`) : null,
     p.filter || p.filtering ? h(Text, { wrap: 'truncate-end' }, h(Text, { color: 'cyan' }, '/'), p.filter ?? '', p.filtering ? h(Text, { dimColor: true }, '▏ enter keeps, esc clears') : '') : null,
     p.help ? h(HelpPanel) : null,
@@ -331,7 +331,7 @@ export interface WatchProps {
   intervalMs: number;
 }
 
-const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const messageOf = (err: unknown) => screenSafe(err instanceof Error ? err.message : String(err));
 
 export function WatchApp({ client, url, intervalMs }: WatchProps): React.ReactElement {
   const { exit } = useApp();

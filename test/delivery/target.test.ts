@@ -153,3 +153,93 @@ describe('parseCidrs', () => {
     expect(typeof parseCidrs('10.0.0.0/8/16')).toBe('string');
   });
 });
+
+// Issue #12: every IPv6 form that embeds an IPv4 address is judged by that IPv4 address.
+const EMBEDDING_FORMS: Array<[string, string]> = [
+  ['169.254.169.254', 'IPv4 dotted'],
+  ['::ffff:169.254.169.254', 'IPv4-mapped, dotted'],
+  ['::ffff:a9fe:a9fe', 'IPv4-mapped, hex'],
+  ['0:0:0:0:0:ffff:a9fe:a9fe', 'IPv4-mapped, uncompressed'],
+  ['::ffff:0:a9fe:a9fe', 'IPv4-translated (RFC 2765)'],
+  ['::a9fe:a9fe', 'IPv4-compatible, hex'],
+  ['::169.254.169.254', 'IPv4-compatible, dotted'],
+  ['64:ff9b::a9fe:a9fe', 'NAT64 well-known prefix, hex'],
+  ['64:ff9b::169.254.169.254', 'NAT64 well-known prefix, dotted'],
+  ['0064:ff9b:0000:0000:0000:0000:a9fe:a9fe', 'NAT64 well-known prefix, uncompressed'],
+  ['64:ff9b:1::a9fe:a9fe', 'NAT64 local-use /96'],
+  ['64:ff9b:1:a9fe:00a9:fe00::', 'NAT64 local-use /48 (u octet skipped)'],
+  ['64:ff9b:1:a9:00fe:a9fe::', 'NAT64 local-use /56'],
+  ['64:ff9b:1:0:00a9:fea9:fe00:0', 'NAT64 local-use /64'],
+  ['2002:a9fe:a9fe::1', '6to4'],
+  ['2002:a9fe:a9fe:1234:5678::9', '6to4 with subnet and host bits'],
+  ['2001:0:4136:e378:8000:63bf:5601:5601', 'Teredo (client 169.254.169.254 = ~5601:5601)'],
+];
+
+describe('SSRF table: metadata address through every notation (subscription check)', () => {
+  const p = targetPolicy();
+  for (const [a, what] of EMBEDDING_FORMS)
+    it(`refuses ${a} (${what})`, () => {
+      const r = p.allowed(a);
+      expect(r.ok).toBe(false);
+      if (!r.ok) expect(r.reason).toMatch(/link-local, metadata/);
+    });
+
+  it('refuses the other always-denied IPv4 ranges through NAT64, 6to4 and Teredo too', () => {
+    for (const a of ['64:ff9b::6464:64c8' /* 100.100.100.200 */, '2002:0:1::' /* 0.0.0.1 */, '2002:e000:1::' /* 224.0.0.1 */, '64:ff9b::ffff:ffff'])
+      expect(ok(p, a), a).toBe(false);
+  });
+
+  it('applies --webhook-deny to the embedded IPv4 address', () => {
+    const q = targetPolicy({ deny: cidrs('10.0.0.0/8') });
+    for (const a of ['64:ff9b::a01:203', '2002:a01:203::1', '::a01:203', '2001:0:4136:e378:8000:63bf:f5fe:fdfc' /* 10.1.2.3 */, '64:ff9b:1::a01:203'])
+      expect(ok(q, a), a).toBe(false);
+    expect(ok(q, '64:ff9b::c000:201'), '192.0.2.1 via NAT64').toBe(true);
+  });
+
+  it('--webhook-allow lets an embedding form through only when its IPv4 address is allowed', () => {
+    const q = targetPolicy({ allow: cidrs('10.0.0.0/8') });
+    expect(ok(q, '64:ff9b::a01:203')).toBe(true);
+    expect(ok(q, '64:ff9b::c000:201')).toBe(false);
+  });
+
+  it('still allows ordinary IPv6 addresses and the embedded forms of allowed IPv4 addresses', () => {
+    for (const a of ['2001:db8::1', '2606:4700::1111', '64:ff9b::c000:201', '2002:c000:201::1', '::1', '::ffff:127.0.0.1'])
+      expect(p.allowed(a), a).toEqual({ ok: true });
+  });
+});
+
+describe('SSRF table: at connection time, a resolver answering a forbidden address', () => {
+  const lookupVia = (answer: string[]) =>
+    targetPolicy({
+      resolve: (_h, _o, cb) => cb(null, answer.map((address) => ({ address, family: address.includes(':') ? 6 : 4 }))),
+    });
+  const resolve = (p: ReturnType<typeof targetPolicy>, host: string) =>
+    new Promise<{ err: NodeJS.ErrnoException | null; address: unknown }>((res) =>
+      (p.lookup as unknown as (h: string, o: object, cb: (e: NodeJS.ErrnoException | null, a: unknown) => void) => void)(host, {}, (err, address) => res({ err, address })),
+    );
+
+  for (const [a, what] of EMBEDDING_FORMS)
+    it(`refuses a name resolving to ${a} (${what})`, async () => {
+      const r = await resolve(lookupVia([a]), 'rebind.example');
+      expect(r.err?.code).toBe('ENOTALLOWED');
+      expect(r.err?.message).toMatch(/link-local, metadata/);
+    });
+
+  it('skips forbidden addresses and connects to an allowed one of the same name', async () => {
+    const r = await resolve(lookupVia(['64:ff9b::a9fe:a9fe', '127.0.0.1']), 'mixed.example');
+    expect(r.err).toBeNull();
+    expect(r.address).toBe('127.0.0.1');
+  });
+
+  it('a real request through an agent with this lookup never connects', async () => {
+    const { request, Agent } = await import('node:http');
+    const agent = new Agent({ lookup: lookupVia(['64:ff9b::a9fe:a9fe']).lookup });
+    const err = await new Promise<NodeJS.ErrnoException>((res) => {
+      const req = request('http://metadata.example/latest', { agent }, () => res(new Error('connected') as NodeJS.ErrnoException));
+      req.once('error', res);
+      req.end();
+    });
+    agent.destroy();
+    expect(err.code).toBe('ENOTALLOWED');
+  });
+});

@@ -68,7 +68,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/streams/{id}/verify', tags: ['streams'], security, operationId: 'verifyStream', summary: 'Is the stream open and payable to the caller',
       request: { params: StreamId },
-      responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(401, 404, 429, 503) },
+      responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(400, 401, 404, 429, 503) },
     }),
     (c, id) => c.json(streamVerify(d, c.get('node'), id), 200),
   );
@@ -77,7 +77,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/streams/{id}/headroom', tags: ['streams'], security, operationId: 'getHeadroom', summary: 'Remaining cap, remaining network units, rate, degradation stage',
       request: { params: StreamId },
-      responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(401, 404, 429, 503) },
+      responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(400, 401, 404, 429, 503) },
     }),
     (c, id) => c.json(headroom(d, c.get('node'), id), 200),
   );
@@ -86,7 +86,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/streams/{id}/finality', tags: ['streams'], security, operationId: 'getFinality', summary: 'Settled-frontier finality and billed truth (the last signed voucher)',
       request: { params: StreamId },
-      responses: { 200: json(FinalityView, 'Finality; only finality "final" is a credit signal'), ...problemResponses(401, 404, 429) },
+      responses: { 200: json(FinalityView, 'Finality; only finality "final" is a credit signal'), ...problemResponses(400, 401, 404, 429) },
     }),
     (c, id) => c.json(finality(d, c.get('node'), id), 200),
   );

@@ -3,7 +3,7 @@ import { EVENT_KIND_LIST, SCHEMA_VERSIONS } from '../../domain/events.js';
 import type { Deps } from '../../service/deps.js';
 import { createSubscription, deleteSubscription, listAttempts, listEvents, listSubscriptions, redeliver, rotateSecret } from '../../service/webhooks.js';
 import type { AuthEnv } from '../middleware/auth.js';
-import { Envelope, problemResponses } from '../schemas.js';
+import { Envelope, noControl, problemResponses } from '../schemas.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -27,10 +27,13 @@ const Subscription = z
 const SubscriptionWithSecret = Subscription.extend({ secret: z.string().openapi({ description: 'whsec_…: shown only in this response' }) }).openapi('WebhookSubscriptionWithSecret');
 const CreateBody = z
   .strictObject({
-    url: z.string().min(1).max(2048).openapi({ example: 'https://node.example/hooks/node-svc' }),
-    events: z.array(z.enum(EVENT_KIND_LIST as [string, ...string[]])).min(1).optional(),
-    schemaVersion: z.enum(SCHEMA_VERSIONS).optional().openapi({ description: 'Default 1.1.0; 1.0.0 never receives the kinds added in 1.1.0' }),
-    description: z.string().max(512).optional(),
+    url: noControl(z.string().min(1).max(2048)).openapi({ description: 'http(s) URL without userinfo or fragment; stored and answered as the WHATWG URL parser normalises it', example: 'https://node.example/hooks/node-svc' }),
+    events: z.array(z.enum(EVENT_KIND_LIST as [string, ...string[]])).min(1).max(64).optional().openapi({
+      description: 'Kinds to deliver (default: all). With schemaVersion 1.0.0 only the 1.0.0 kinds may be listed: ' +
+        'subscription.period_opened, subscription.renewal_declined and subscription.closed are refused with 400 invalid_request.',
+    }),
+    schemaVersion: z.enum(SCHEMA_VERSIONS).optional().openapi({ description: 'Default 1.1.0; 1.0.0 never receives the kinds added in 1.1.0 (and may not list them in events: 400)' }),
+    description: noControl(z.string().max(512)).optional(),
   })
   .openapi('CreateWebhook');
 const SubId = z.object({ id: z.string().min(1).max(64).openapi({ param: { name: 'id', in: 'path' } }) });
@@ -50,7 +53,7 @@ const Attempts = z
   })
   .openapi('DeliveryAttempts');
 const Page = z.object({
-  cursor: z.string().max(256).optional().openapi({ param: { name: 'cursor', in: 'query' } }),
+  cursor: z.string().max(256).optional().openapi({ param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page' } }),
   limit: z.coerce.number().int().min(1).max(500).default(100).openapi({ param: { name: 'limit', in: 'query' } }),
 });
 
@@ -66,7 +69,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
   app.openapi(
     createRoute({
       method: 'get', path: '/v1/webhooks', tags: ['webhooks'], security, operationId: 'listWebhooks', summary: "The caller's subscriptions (never a secret)",
-      responses: { 200: json(z.object({ data: z.array(Subscription) }).openapi('WebhookList'), 'Subscriptions'), ...problemResponses(401, 429) },
+      responses: { 200: json(z.object({ data: z.array(Subscription) }).openapi('WebhookList'), 'Subscriptions'), ...problemResponses(400, 401, 429) },
     }),
     (c) => c.json(listSubscriptions(d, c.get('node')), 200),
   );
@@ -74,7 +77,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'delete', path: '/v1/webhooks/{id}', tags: ['webhooks'], security, operationId: 'deleteWebhook', summary: 'Revoke a subscription; pending deliveries are cancelled',
       request: { params: SubId },
-      responses: { 204: { description: 'Revoked' }, ...problemResponses(401, 404, 429) },
+      responses: { 204: { description: 'Revoked' }, ...problemResponses(400, 401, 404, 429) },
     }),
     (c) => {
       deleteSubscription(d, c.get('node'), c.req.valid('param').id);
@@ -112,7 +115,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       method: 'post', path: '/v1/events/{id}/redeliver', tags: ['events'], security, operationId: 'redeliverEvent', summary: 'Queue an event again (same event id) to matching active subscriptions',
       request: {
         params: z.object({ id: z.string().min(1).max(64).openapi({ param: { name: 'id', in: 'path' } }) }),
-        body: { required: false, content: { 'application/json': { schema: z.strictObject({ subscription: z.string().optional() }).openapi('Redeliver') } } },
+        body: { required: false, content: { 'application/json': { schema: z.strictObject({ subscription: z.string().min(1).max(64).optional() }).openapi('Redeliver') } } },
       },
       responses: {
         202: json(z.object({ event: z.string(), queued: z.array(z.object({ subscription: z.string(), deliveryId: z.string() })) }).openapi('Redelivered'), 'Queued'),
@@ -129,6 +132,9 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       method: 'get', path: '/v1/events', tags: ['events'], security, operationId: 'listEvents', summary: "The caller's events, oldest first, for reconciliation",
       request: {
         query: Page.extend({
+          cursor: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/).optional().openapi({
+            param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page; a cursor this API did not give out is 400 invalid_request' },
+          }),
           type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }),
           since: z.string().max(64).optional().openapi({
             param: { name: 'since', in: 'query' },

@@ -1,3 +1,4 @@
+import { escapeControl } from '../../domain/text.js';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { formatMicro } from '../../domain/amount.js';
@@ -41,7 +42,7 @@ export async function consume(g: GlobalOptions, o: { port: string; host: string;
       consumer.handle(raw, req.headers).then(
         (r) => {
           const line = { at: new Date().toISOString(), status: r.status, ...(r.reason ? { reason: r.reason, detail: r.detail } : {}), ...(r.event ? { event: r.event } : {}) };
-          process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${line.at}  ${r.status.padEnd(9)} ${r.event ? describeEvent(r.event) : `${r.reason}: ${r.detail}`}\n`);
+          process.stdout.write(json ? `${JSON.stringify(line)}\n` : `${escapeControl(`${line.at}  ${r.status.padEnd(9)} ${r.event ? describeEvent(r.event) : `${r.reason}: ${r.detail}`}`)}\n`);
           if (r.status === 'rejected') return send(r.reason === 'bad_signature' ? 401 : 400, { status: r.status, reason: r.reason, detail: r.detail });
           send(200, { status: r.status });
         },

@@ -18,6 +18,8 @@ export interface DaemonFlags extends RailFlags {
   retention?: string;
   webhookAllow?: string;
   webhookDeny?: string;
+  maxSubscriptions?: string;
+  maxRedeliveries?: string;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -44,6 +46,8 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   if (retentionMs === undefined && f.retention !== undefined)
     throw usageError(`--retention "${f.retention}" is not a duration`, 'e.g. 30d, 90d, 720h (0 keeps all history)');
   if (retentionMs !== undefined && retentionMs !== 0 && retentionMs < 3_600_000) throw usageError('--retention must be at least 1h (or 0 to keep all history)');
+  const maxSubscriptionsPerNode = f.maxSubscriptions === undefined ? undefined : int('--max-subscriptions', f.maxSubscriptions, 1, 10_000);
+  const maxRedeliveriesPerNode = f.maxRedeliveries === undefined ? undefined : int('--max-redeliveries', f.maxRedeliveries, 1, 10_000_000);
   const allow = f.webhookAllow ? parseCidrs(f.webhookAllow) : [];
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
@@ -55,6 +59,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     ...(retentionMs !== undefined ? { service: { retentionMs } } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
+    service: { ...(maxSubscriptionsPerNode ? { maxSubscriptionsPerNode } : {}), ...(maxRedeliveriesPerNode ? { maxRedeliveriesPerNode } : {}) },
     ...(rail ? { rail } : {}),
   });
   process.stdout.write(`listening on ${d.url}\n`);

@@ -2,6 +2,7 @@ import { parseDuration } from '../../domain/duration.js';
 import { usageError } from '../../domain/errors.js';
 import { table, type CommandResult, type GlobalOptions } from '../output.js';
 import { progressBar } from '../progress.js';
+import { ApiError } from '../../sdk/client.js';
 import { clientFor } from './remote.js';
 
 type Json = Record<string, any>;
@@ -66,6 +67,20 @@ export async function replay(g: GlobalOptions, eventId: string | undefined, o: {
   return { data: r, human: r.queued.length ? `queued ${r.event} again for ${r.queued.map((q) => q.subscription).join(', ')}` : `no active subscription takes ${r.event}` };
 }
 
+/** Redeliver one event; while the node's redeliveries are at their limit (429 limit_exceeded), wait as told (bounded). */
+async function redeliverPaced(client: ReturnType<typeof clientFor>, id: string, subscription: string | undefined) {
+  const giveUpAt = Date.now() + 10 * 60_000;
+  for (;;) {
+    try {
+      return await client.redeliverEvent(id, subscription);
+    } catch (err) {
+      const p = err instanceof ApiError ? (err.problem as { code?: string; limit?: string; retryAfterSeconds?: number }) : undefined;
+      if (p?.code !== 'limit_exceeded' || p.limit !== 'redeliveries' || Date.now() > giveUpAt) throw err;
+      await new Promise((r) => setTimeout(r, Math.min(60, Math.max(1, p.retryAfterSeconds ?? 10)) * 1000));
+    }
+  }
+}
+
 /** `replay --since <time|duration>`: every event of the node since then, again, with a progress bar. */
 async function replaySince(g: GlobalOptions, since: string, o: { subscription?: string; type?: string }): Promise<CommandResult> {
   const ago = parseDuration(since);
@@ -87,7 +102,7 @@ async function replaySince(g: GlobalOptions, since: string, o: { subscription?: 
   const bar = progressBar('replay');
   let queued = 0;
   for (const [i, id] of ids.entries()) {
-    queued += (await client.redeliverEvent(id, o.subscription)).queued.length;
+    queued += (await redeliverPaced(client, id, o.subscription)).queued.length;
     bar.update(i + 1, ids.length);
   }
   bar.end();
