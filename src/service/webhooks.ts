@@ -171,9 +171,10 @@ export function redeliver(d: Deps, nodeId: string, eventId: string, subscription
     });
     // One node's flood of redeliveries must not grow without bound (the claim keeps it from delaying others).
     const max = d.config.maxRedeliveriesPerNode;
+    // At the limit every redeliver is refused, even one that would only bring a pending delivery forward.
     const fresh = plan.filter((p) => !p.complete).length;
-    const pendingCount = fresh ? deliveries.pendingRedeliveries(d.store.db, nodeId) : 0;
-    if (pendingCount + fresh > max)
+    const pendingCount = plan.length ? deliveries.pendingRedeliveries(d.store.db, nodeId) : 0;
+    if (pendingCount + fresh > max || pendingCount >= max)
       throw limitExceeded('redeliveries', max, `this node has ${pendingCount} redeliveries pending (the limit is ${max}); retry when some are delivered`, REDELIVERY_RETRY_AFTER_S);
     const queued = plan.map(({ s, complete }) =>
       complete && deliveries.dueNow(d.store.db, complete, now)

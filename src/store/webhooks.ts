@@ -66,12 +66,12 @@ export const deliveries = {
   cancelPending: (db: Db, subscriptionId: string) =>
     stmt(db, "UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'").run(subscriptionId).changes,
   /**
-   * The pending delivery of an event to a subscription, if any, and whether it is in flight (claimed, its attempt not
+   * The retrying delivery of an event to a subscription (pending, failed at least once), if any, and whether it is in flight (claimed, its attempt not
    * recorded yet): a replay brings that one forward instead of queueing a second send.
    */
   pendingFor: (db: Db, eventSeq: number, subscriptionId: string) =>
     stmt(db, `SELECT d.id, d.attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = d.id) AS in_flight
-      FROM deliveries d WHERE d.event_seq = ? AND d.subscription_id = ? AND d.status = 'pending' ORDER BY d.created_at LIMIT 1`)
+      FROM deliveries d WHERE d.event_seq = ? AND d.subscription_id = ? AND d.status = 'pending' AND d.last_error IS NOT NULL ORDER BY d.created_at LIMIT 1`)
       .get(eventSeq, subscriptionId) as { id: string; in_flight: number } | undefined,
   /** Due now (a replay of a retrying delivery), unless it is claimed meanwhile. */
   dueNow: (db: Db, id: string, now: number) =>

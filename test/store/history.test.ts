@@ -181,7 +181,7 @@ describe('store rules', () => {
     subscribe(s, 'whk_1');
     const now = 1_000_000;
     for (let i = 0; i < 3; i++) recordEvent(s.db, 'node-a', 'budget.halted', `budget:b${i}`, { budget: `b${i}`, reason: 'sla' }, now);
-    const claimed = claimDue(s.db, now, 60_000, 10, 10, {});
+    const claimed = claimDue(s.db, now, 60_000, 10, { concurrency: 256, perNode: 128, perSubscription: 10 }, { bySubscription: {}, byNode: {} });
     expect(claimed).toHaveLength(3);
     // One failed and was recorded (due again at now + 5 min), one delivered, one's process died mid-send.
     const rec = (i: number, outcome: 'failed' | 'delivered', next: number | null) =>
@@ -256,7 +256,7 @@ describe('store rules', () => {
     const now = 5_000;
     for (let i = 0; i < 6; i++) recordEvent(s.db, 'node-a', 'budget.halted', `budget:${i}`, { budget: String(i), reason: 'sla' }, now);
     expect(counters(s.db)).toEqual([{ subscription_id: 'whk_1', state: 'pending', n: 6 }, { subscription_id: 'whk_2', state: 'pending', n: 6 }]);
-    const claimed = claimDue(s.db, now, 1000, 100, 100, {});
+    const claimed = claimDue(s.db, now, 1000, 100, { concurrency: 256, perNode: 128, perSubscription: 100 }, { bySubscription: {}, byNode: {} });
     claimed.forEach((d, i) => {
       const outcome = i % 3 === 0 ? 'delivered' : 'failed';
       recordAttempt(s.db, { deliveryId: d.id, subscriptionId: d.subscription_id, eventSeq: d.event_seq, attempt: 1, at: now, durationMs: 1, statusCode: outcome === 'delivered' ? 200 : 500, error: outcome === 'delivered' ? null : 'x', outcome, nextAttemptAt: i % 3 === 1 ? now + 10 : null });

@@ -17,7 +17,7 @@ export function statusRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'get', path: '/v1/node', tags: ['node'], security: [{ bearer: [] }], operationId: 'getNode',
       summary: 'The node this bearer token belongs to',
-      responses: { 200: { description: 'The caller', content: { 'application/json': { schema: NodeView } } }, ...problemResponses(401, 429) },
+      responses: { 200: { description: 'The caller', content: { 'application/json': { schema: NodeView } } }, ...problemResponses(400, 401, 429) },
     }),
     (c) => c.json({ ...tokenStanding(d.store, c.get('node'), c.get('token')), version: VERSION }, 200),
   );

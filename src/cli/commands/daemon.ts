@@ -57,9 +57,12 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     dataDir, host: f.host, port, rateLimit: rate,
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
-    ...(retentionMs !== undefined ? { service: { retentionMs } } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
-    service: { ...(maxSubscriptionsPerNode ? { maxSubscriptionsPerNode } : {}), ...(maxRedeliveriesPerNode ? { maxRedeliveriesPerNode } : {}) },
+    service: {
+      ...(retentionMs !== undefined ? { retentionMs } : {}),
+      ...(maxSubscriptionsPerNode ? { maxSubscriptionsPerNode } : {}),
+      ...(maxRedeliveriesPerNode ? { maxRedeliveriesPerNode } : {}),
+    },
     ...(rail ? { rail } : {}),
   });
   process.stdout.write(`listening on ${d.url}\n`);
