@@ -7,6 +7,7 @@
 import Database from 'better-sqlite3';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
+import { report, result } from './lib/report.mjs';
 import { fmt, median, pct, prepare } from './lib/setup.mjs';
 
 const RATE = Number(process.env.BENCH_RATE ?? 2000);
@@ -96,13 +97,17 @@ try {
   const p99e = median(res.empty.map((x) => x.p99));
   const p99h = median(res.history.map((x) => x.p99));
   const ratio = median(res.ratio);
-  const okP99 = p99e < P99_TARGET_MS && p99h < P99_TARGET_MS;
   const okRatio = ratio <= RATIO_TARGET;
   console.log(`bench/headroom  fixed ${fmt(RATE)} req/s, ${SECONDS}s x rounds=${ROUNDS} (medians)`);
   console.log(`${line('stream without voucher history', res.empty)}   (target p99 < ${P99_TARGET_MS} ms) ${p99e < P99_TARGET_MS ? 'ok' : 'MISSED'}`);
   console.log(`${line(`stream with ${fmt(VOUCHERS)} old vouchers`, res.history)}   (target p99 < ${P99_TARGET_MS} ms) ${p99h < P99_TARGET_MS ? 'ok' : 'MISSED'}`);
   console.log(`  p99 ratio ${fmt(VOUCHERS)} vouchers / empty: ${ratio.toFixed(2)} (target <= ${RATIO_TARGET}) ${okRatio ? 'ok' : 'MISSED'}`);
-  process.exitCode = okP99 && okRatio ? 0 : 1;
+  // The result line (last stdout line; bench/README.md): same targets as above; report() sets exit code 1 on a miss.
+  report('headroom', [
+    result('headroom p99, stream without voucher history', p99e, 'ms', ['<', P99_TARGET_MS]),
+    result(`headroom p99, stream with ${fmt(VOUCHERS)} old vouchers`, p99h, 'ms', ['<', P99_TARGET_MS]),
+    result(`p99 ratio ${fmt(VOUCHERS)} vouchers / empty`, ratio, 'ratio', ['<=', RATIO_TARGET]),
+  ]);
 } finally {
   await p.cleanup();
 }

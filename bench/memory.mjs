@@ -7,6 +7,7 @@ import Database from 'better-sqlite3';
 import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { report, result } from './lib/report.mjs';
 import { fmt, prepare } from './lib/setup.mjs';
 
 const STREAMS = Number(process.env.BENCH_STREAMS ?? 10_000);
@@ -65,7 +66,8 @@ try {
   console.log(`  idle after start                 RSS ${idle.rss.toFixed(0).padStart(4)} MB`);
   console.log(`  after opening and billing streams RSS ${afterStreams.rss.toFixed(0).padStart(4)} MB`);
   console.log(`  after every token and headroom   RSS ${end.rss.toFixed(0).padStart(4)} MB   peak ${end.hwm.toFixed(0)} MB (target <= ${TARGET_MB} MB) ${ok ? 'ok' : 'MISSED'}`);
-  process.exitCode = ok ? 0 : 1;
+  // The result line (last stdout line; bench/README.md): same target as above; report() sets exit code 1 on a miss.
+  report('memory', [result(`daemon peak RSS (VmHWM), ${fmt(STREAMS)} streams + ${fmt(TOKENS)} tokens`, end.hwm, 'MB', ['<=', TARGET_MB])]);
 } finally {
   await p.cleanup();
 }
