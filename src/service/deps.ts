@@ -2,7 +2,7 @@ import type { Store } from '../store/db.js';
 import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
-import type { HealthSources } from './health.js';
+import type { Rail } from '../rails/rail.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -64,3 +64,19 @@ export const NO_RAIL: FundingGate = {
   check: async (s) => ({ funded: false, reason: `this daemon settles on no rail, so nothing can pay the ${s.mode} funding source the credential names (start the daemon with --mode ${s.mode})` }),
   unavailable: () => undefined,
 };
+
+/** The last run of the issuer key refresh (kept in memory by the daemon). */
+export interface KeyRefreshState {
+  at: number | null;
+  results: Array<{ issuer: string; source: string; error?: string }>;
+}
+
+/** What the daemon knows beyond the store: its rail and the key refresh. */
+export interface HealthSources {
+  rail?: Rail;
+  keyRefresh?: KeyRefreshState;
+  /** A rail probe that takes longer than this counts as unreachable (the probe keeps a verdict fast). */
+  probeTimeoutMs?: number;
+  /** Deliveries pending longer than this make the outbox degraded (default 15 min). */
+  outboxAgeLimitMs?: number;
+}

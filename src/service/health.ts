@@ -1,10 +1,10 @@
 // The daemon's health verdict: a list of named checks (ok | degraded | down, a reason, figures), shared by
 // GET /healthz (probes) and `node-svc status` (operators). Add a check by appending to HEALTH_CHECKS.
-import type { Rail, RailProbe } from '../rails/rail.js';
+import type { RailProbe } from '../rails/rail.js';
 import { health } from '../store/health.js';
 import { settlements } from '../store/settlements.js';
 import { VERSION } from '../version.js';
-import type { Deps } from './deps.js';
+import type { Deps, HealthSources } from './deps.js';
 
 export type CheckStatus = 'ok' | 'degraded' | 'down';
 
@@ -26,21 +26,7 @@ export interface Verdict {
   asOf: string;
 }
 
-/** The last run of the issuer key refresh (kept in memory by the daemon). */
-export interface KeyRefreshState {
-  at: number | null;
-  results: Array<{ issuer: string; source: string; error?: string }>;
-}
-
-/** What the daemon knows beyond the store: its rail and the key refresh. */
-export interface HealthSources {
-  rail?: Rail;
-  keyRefresh?: KeyRefreshState;
-  /** A rail probe that takes longer than this counts as unreachable (the probe keeps a verdict fast). */
-  probeTimeoutMs?: number;
-  /** Deliveries pending longer than this make the outbox degraded (default 15 min). */
-  outboxAgeLimitMs?: number;
-}
+export type { HealthSources, KeyRefreshState } from './deps.js';
 
 export type CheckFn = (d: Deps, s: HealthSources) => HealthCheck | Promise<HealthCheck>;
 
