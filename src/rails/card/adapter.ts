@@ -126,6 +126,12 @@ const piOfClaims = (claims: string): string | undefined => {
   }
 };
 
+/** The connected account a destination charge pays (transfer_data.destination, expanded or not). */
+const destinationOf = (pi: Stripe.PaymentIntent): string | undefined => {
+  const dest = pi.transfer_data?.destination;
+  return typeof dest === 'string' ? dest : dest?.id;
+};
+
 /** A processor error without anything secret: its type, code, HTTP status and (except for auth errors) message. */
 function describe(err: unknown): string {
   const e = err as { type?: string; code?: string; statusCode?: number; message?: string };
@@ -235,18 +241,25 @@ export class CardRail implements Rail {
     return p as Stripe.PaymentIntent & { latest_charge: Stripe.Charge };
   }
 
+  /**
+   * Why an authorization is not this node's to capture (mode, currency, connected account, manual capture), or
+   * undefined when it is: the one judgement behind funding (a reason) and every capture (a refusal).
+   */
+  #mismatch(pi: Stripe.PaymentIntent, asset: string): string | undefined {
+    if (pi.livemode !== this.#live) return `payment intent ${pi.id} is a ${pi.livemode ? 'live' : 'test'}-mode object, but this is the ${this.env} rail`;
+    if (pi.currency !== currencyOfAsset(asset)) return `payment intent ${pi.id} is in ${pi.currency.toUpperCase()}, but the stream's asset is ${asset}`;
+    const destId = destinationOf(pi);
+    if (destId !== this.#c.account) return `payment intent ${pi.id} pays ${destId ?? 'no connected account'}, not this node's connected account ${this.#c.account}`;
+    if (pi.capture_method !== 'manual') return `payment intent ${pi.id} has capture_method ${pi.capture_method}, not manual`;
+    return undefined;
+  }
+
   /** Everything that must hold before a capture; throws naming what does not. */
   #check(stream: StreamRow, pi: Stripe.PaymentIntent & { latest_charge: Stripe.Charge }): { currency: string; mpm: bigint } {
-    if (pi.livemode !== this.#live)
-      throw new Error(`payment intent ${pi.id} is a ${pi.livemode ? 'live' : 'test'} mode object, but this is the ${this.env} rail; nothing captured`);
     const want = currencyOfAsset(stream.asset);
-    if (!want || pi.currency !== want)
-      throw new Error(`currency mismatch: stream ${stream.id} is in ${stream.asset}, payment intent ${pi.id} is in ${pi.currency.toUpperCase()}; nothing captured`);
-    const dest = pi.transfer_data?.destination;
-    const destId = typeof dest === 'string' ? dest : dest?.id;
-    if (destId !== this.#c.account)
-      throw new Error(`payment intent ${pi.id} pays ${destId ?? 'no connected account'}, not this node's ${this.#c.account}; nothing captured`);
-    if (pi.capture_method !== 'manual') throw new Error(`payment intent ${pi.id} has capture_method ${pi.capture_method}, not manual; nothing captured`);
+    if (!want) throw new Error(`stream ${stream.id} is in ${stream.asset}, which is not a card currency; nothing captured`);
+    const why = this.#mismatch(pi, stream.asset);
+    if (why) throw new Error(`${why}; nothing captured`);
     return { currency: want, mpm: microPerMinor(want) };
   }
 
@@ -303,12 +316,8 @@ export class CardRail implements Rail {
       throw new FundingUnavailable(`the card processor cannot be read: ${describe(err)}`);
     }
     this.#readFailing = false;
-    if (pi.livemode !== this.#live) return no(`payment intent ${piId} is a ${pi.livemode ? 'live' : 'test'}-mode object, but this is the ${this.env} rail`);
-    if (pi.currency !== want) return no(`payment intent ${piId} is in ${pi.currency.toUpperCase()}, but the stream's asset is ${subject.asset}`);
-    const dest = pi.transfer_data?.destination;
-    const destId = typeof dest === 'string' ? dest : dest?.id;
-    if (destId !== this.#c.account) return no(`payment intent ${piId} pays ${destId ?? 'no connected account'}, not this node's connected account ${this.#c.account}`);
-    if (pi.capture_method !== 'manual') return no(`payment intent ${piId} has capture_method ${pi.capture_method}, not manual`);
+    const why = this.#mismatch(pi, subject.asset);
+    if (why) return no(why);
     if (pi.status !== 'requires_capture') {
       const why = pi.status === 'canceled' ? `canceled${pi.cancellation_reason ? ` (${pi.cancellation_reason})` : ''}: its authorization was released`
         : pi.status === 'succeeded' ? 'succeeded: captured in full or released, nothing is left to capture'
@@ -356,9 +365,7 @@ export class CardRail implements Rail {
       if ((err as { statusCode?: number }).statusCode === 404) return undefined; // unknown to this key: nothing this node holds
       throw new Error(`cannot read payment intent ${piId}: ${describe(err)}`);
     }
-    const dest = pi.transfer_data?.destination;
-    const destId = typeof dest === 'string' ? dest : dest?.id;
-    if (pi.livemode !== this.#live || destId !== this.#c.account) {
+    if (pi.livemode !== this.#live || destinationOf(pi) !== this.#c.account) {
       log.info("card authorization not released: it is not for this node's connected account", { stream: stream.id, paymentIntent: piId });
       return undefined;
     }
