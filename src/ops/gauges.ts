@@ -2,7 +2,6 @@
 // subscriptions or open settlements, never by history: counts come from rows the store's triggers keep (migration 0090).
 import type { Deps } from '../service/deps.js';
 import { stmt } from '../store/db.js';
-import { settlementHealth } from '../service/health.js';
 import { health } from '../store/health.js';
 import { attempts } from '../store/webhooks.js';
 import type { Gauge } from './metrics.js';
@@ -34,9 +33,8 @@ export function opsGauges(d: Deps): Gauge[] {
       name: 'node_svc_settlements',
       help: 'Settlements by state: in_flight (sent or mined, not final), stuck (sent, not mined past --settle-stuck-after), failed (streams whose last settlement failed)',
       read: () => {
-        const h = settlementHealth(d);
-        const failed = health.settlements(d.store.db, d.now()).failed;
-        return [{ labels: { state: 'in_flight' }, value: h.inFlight }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: failed }];
+        const h = health.settlements(d.store.db, d.now(), d.config.settlementStuckMs);
+        return [{ labels: { state: 'in_flight' }, value: h.inFlight + h.checkpointed }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: h.failed }];
       },
     },
     {

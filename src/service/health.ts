@@ -2,7 +2,6 @@
 // GET /healthz (probes) and `node-svc status` (operators). Add a check by appending to HEALTH_CHECKS.
 import type { RailProbe } from '../rails/rail.js';
 import { health } from '../store/health.js';
-import { settlements } from '../store/settlements.js';
 import { VERSION } from '../version.js';
 import type { Deps, HealthSources } from './deps.js';
 
@@ -81,31 +80,15 @@ function outboxCheck(d: Deps, s: HealthSources): HealthCheck {
   return check('outbox', problems, { pending: o.pending, retrying: o.retrying, dead: o.dead, oldestPendingAgeSeconds: ageSeconds(d, o.oldestPendingAt) });
 }
 
-export interface SettlementHealth {
-  /** Sent but not mined (captured) for longer than the stuck limit (--settle-stuck-after). */
-  stuck: number;
-  /** Sent, or mined and not final yet. */
-  inFlight: number;
-  /** Seconds since the oldest unmined settlement was sent (0 when none). */
-  oldestUnminedSeconds: number;
-}
-
-/** Settlements stuck past the limit (the gauge and the settlements check share it). */
-export function settlementHealth(d: Deps): SettlementHealth {
-  const h = settlements.health(d.store.db, d.now(), d.config.settlementStuckMs);
-  return { stuck: Number(h.stuck ?? 0), inFlight: Number(h.in_flight ?? 0), oldestUnminedSeconds: ageSeconds(d, h.oldest_unmined === null ? null : Number(h.oldest_unmined)) };
-}
-
 function settlementsCheck(d: Deps): HealthCheck {
-  const f = health.settlements(d.store.db, d.now());
-  const s = settlementHealth(d);
+  const f = health.settlements(d.store.db, d.now(), d.config.settlementStuckMs);
   const problems: Array<[CheckStatus, string]> = [];
-  if (s.stuck) problems.push(['degraded', `${s.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${s.oldestUnminedSeconds} s): rebroadcast and replaced; see streams finality`]);
+  if (f.stuck) problems.push(['degraded', `${f.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${ageSeconds(d, f.oldestUnminedAt)} s): rebroadcast and replaced; see streams finality`]);
   if (f.failed) problems.push(['degraded', `${f.failed} stream(s) whose latest settlement failed (retried with backoff)`]);
   const funding = d.funding?.unavailable();
   if (funding) problems.push(['degraded', `${funding}: funded streams answer 503`]);
   return check('settlements', problems, {
-    inFlight: f.inFlight, stuck: s.stuck, checkpointed: f.checkpointed, failed: f.failed, oldestOpenAgeSeconds: ageSeconds(d, f.oldestOpenAt),
+    inFlight: f.inFlight, stuck: f.stuck, checkpointed: f.checkpointed, failed: f.failed, oldestOpenAgeSeconds: ageSeconds(d, f.oldestOpenAt),
     byAsset: f.byAsset.map((a) => ({ asset: a.asset, streams: a.streams, unsettledMicro: a.unsettledMicro.toString(), finalMicro: a.finalMicro.toString() })),
   });
 }

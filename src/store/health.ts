@@ -12,6 +12,10 @@ export interface SettlementFigures {
   failed: number;
   /** Age of the oldest settlement not final yet (ms timestamp), null when none is open. */
   oldestOpenAt: number | null;
+  /** Sent but not mined (captured) for longer than the stuck limit (--settle-stuck-after). */
+  stuck: number;
+  /** When the oldest settlement not mined yet was sent (ms timestamp), null when none. */
+  oldestUnminedAt: number | null;
   byAsset: Array<{ asset: string; unsettledMicro: bigint; finalMicro: bigint; streams: number }>;
 }
 
@@ -26,11 +30,14 @@ export const health = {
       FROM deliveries WHERE status IN ('pending', 'dead')`).get() as { pending: number; retrying: number; dead: number; oldest: number | null };
     return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
   },
-  settlements: (db: Db, now: number): SettlementFigures => {
+  settlements: (db: Db, now: number, stuckAfterMs: number): SettlementFigures => {
     const s = stmt(db, `SELECT COALESCE(SUM(status IN ('pending', 'submitted')), 0) AS in_flight,
       COALESCE(SUM(status = 'checkpointed'), 0) AS checkpointed,
-      MIN(CASE WHEN status IN ('pending', 'submitted', 'checkpointed') THEN created_at END) AS oldest
-      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get() as { in_flight: number; checkpointed: number; oldest: number | null };
+      MIN(CASE WHEN status IN ('pending', 'submitted', 'checkpointed') THEN created_at END) AS oldest,
+      COALESCE(SUM(status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?), 0) AS stuck,
+      MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
+      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get(now - stuckAfterMs) as {
+        in_flight: number; checkpointed: number; oldest: number | null; stuck: number; oldest_unmined: number | null };
     // A failing stream is retried with backoff of at most 5 minutes, so its latest (failed) row is recent: count those.
     const failed = stmt(db, `SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
       AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`)
@@ -38,7 +45,7 @@ export const health = {
     const byAsset = (stmt(db, 'SELECT asset, billed_micro - final_micro AS unsettled, final_micro AS final, billed_streams AS n FROM asset_totals WHERE billed_streams > 0 ORDER BY asset', true)
       .all() as Array<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>)
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
-    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed: failed.n, oldestOpenAt: s.oldest, byAsset };
+    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed: failed.n, oldestOpenAt: s.oldest, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
   },
   /** Active subscriptions whose latest attempts fail (failing_since is cleared by the next success). */
   subscriptions: (db: Db) =>

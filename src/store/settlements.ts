@@ -49,13 +49,6 @@ export const settlements = {
     const r = stmt(db, 'SELECT * FROM settlements WHERE node_id = ? AND stream = ? ORDER BY created_at DESC LIMIT 1', true).get(nodeId, stream) as SettlementRow | undefined;
     return r && r.status !== 'final' ? r : undefined;
   },
-  /** Settlements sent but not mined/captured for longer than `stuckAfterMs`, and failed ones not yet superseded. */
-  health: (db: Db, now: number, stuckAfterMs: number) =>
-    stmt(db, `SELECT
-        SUM(status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?) AS stuck,
-        SUM(status IN ('pending', 'submitted', 'checkpointed')) AS in_flight,
-        MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
-      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get(now - stuckAfterMs) as { stuck: number | null; in_flight: number | null; oldest_unmined: number | null },
   checkpointed: (db: Db, id: string, block: bigint | null, now: number) =>
     stmt(db, "UPDATE settlements SET status = 'checkpointed', block_number = ?, checkpointed_at = COALESCE(checkpointed_at, ?) WHERE id = ?").run(block, now, id),
   final: (db: Db, id: string, now: number) => stmt(db, "UPDATE settlements SET status = 'final', final_at = ? WHERE id = ?").run(now, id),
