@@ -41,5 +41,39 @@ const m: Migration = {
       INSERT INTO meta(key, value) VALUES ('keys_generation', 0);
     `);
   },
+  postgres: `
+    CREATE TABLE nodes (
+      id TEXT PRIMARY KEY,
+      created_at BIGINT NOT NULL
+    );
+
+    CREATE TABLE tokens (
+      id TEXT PRIMARY KEY,
+      node_id TEXT NOT NULL REFERENCES nodes(id) ON DELETE CASCADE,
+      hash TEXT NOT NULL UNIQUE,
+      status TEXT NOT NULL CHECK (status IN ('active', 'grace', 'revoked')),
+      created_at BIGINT NOT NULL,
+      expires_at BIGINT,
+      revoked_at BIGINT
+    );
+    CREATE UNIQUE INDEX tokens_one_active ON tokens(node_id) WHERE status = 'active';
+
+    CREATE TABLE issuer_keys (
+      kid TEXT PRIMARY KEY,
+      issuer TEXT NOT NULL,
+      alg TEXT NOT NULL,
+      jwk TEXT NOT NULL,
+      source TEXT NOT NULL,
+      added_at BIGINT NOT NULL,
+      fetched_at BIGINT NOT NULL
+    );
+    CREATE INDEX issuer_keys_issuer ON issuer_keys(issuer);
+
+    CREATE TABLE meta (
+      key TEXT PRIMARY KEY,
+      value BIGINT NOT NULL
+    );
+    INSERT INTO meta(key, value) VALUES ('keys_generation', 0);
+  `,
 };
 export default m;

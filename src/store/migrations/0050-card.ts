@@ -20,5 +20,18 @@ const m: Migration = {
       ) STRICT;
     `);
   },
+  postgres: `
+    CREATE TABLE card_refunds (
+      node_id TEXT NOT NULL,
+      stream TEXT NOT NULL,
+      payment_intent TEXT NOT NULL,
+      refunded_minor BIGINT NOT NULL CHECK (refunded_minor >= 0),
+      refunded_micro BIGINT NOT NULL CHECK (refunded_micro >= 0),
+      last_refund TEXT NOT NULL,
+      updated_at BIGINT NOT NULL,
+      PRIMARY KEY (node_id, stream),
+      FOREIGN KEY (node_id, stream) REFERENCES streams(node_id, id)
+    );
+  `,
 };
 export default m;

@@ -42,5 +42,27 @@ const m: Migration = {
       ALTER TABLE settlements ADD COLUMN last_broadcast_at INTEGER;
     `);
   },
+  postgres: `
+    ALTER TABLE streams ADD COLUMN funding_source TEXT;
+    ALTER TABLE streams ADD COLUMN funding_status TEXT NOT NULL DEFAULT 'none' CHECK (funding_status IN ('none', 'pending', 'funded', 'unfunded'));
+    ALTER TABLE streams ADD COLUMN funding_reason TEXT;
+    ALTER TABLE streams ADD COLUMN funding_limit_micro BIGINT;
+    ALTER TABLE streams ADD COLUMN funding_checked_at BIGINT;
+    ALTER TABLE streams ADD COLUMN funding_released_at BIGINT;
+
+    CREATE TABLE funding_sources (
+      source TEXT PRIMARY KEY,
+      node_id TEXT NOT NULL,
+      stream TEXT NOT NULL,
+      bound_at BIGINT NOT NULL,
+      FOREIGN KEY (node_id, stream) REFERENCES streams(node_id, id)
+    );
+    -- (SQLite's backfill of existing streams' sources has nothing to do on a new database.)
+    CREATE INDEX streams_funding_due ON streams(funding_checked_at) WHERE funding_source IS NOT NULL;
+    CREATE INDEX streams_funding_source ON streams(funding_source) WHERE funding_source IS NOT NULL;
+
+    ALTER TABLE settlements ADD COLUMN attempts BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE settlements ADD COLUMN last_broadcast_at BIGINT;
+  `,
 };
 export default m;

@@ -12,5 +12,10 @@ const m: Migration = {
       CREATE INDEX deliveries_redelivery_pending ON deliveries(subscription_id) WHERE status = 'pending' AND redelivery = 1;
     `);
   },
+  postgres: `
+    CREATE INDEX deliveries_subscription_due ON deliveries(subscription_id, next_attempt_at) WHERE status = 'pending';
+    ALTER TABLE deliveries ADD COLUMN redelivery BIGINT NOT NULL DEFAULT 0 CHECK (redelivery IN (0, 1));
+    CREATE INDEX deliveries_redelivery_pending ON deliveries(subscription_id) WHERE status = 'pending' AND redelivery = 1;
+  `,
 };
 export default m;

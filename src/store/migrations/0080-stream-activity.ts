@@ -9,5 +9,8 @@ const m: Migration = {
       CREATE INDEX streams_activity ON streams(node_id, updated_at, id);
     `);
   },
+  postgres: `
+    CREATE INDEX streams_activity ON streams(node_id, updated_at, id);
+  `,
 };
 export default m;

@@ -70,5 +70,69 @@ const m: Migration = {
       ) VIRTUAL;
     `);
   },
+  postgres: `
+    ALTER TABLE deliveries ADD COLUMN recorded_attempts BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX delivery_attempts_delivery ON delivery_attempts(delivery_id);
+    -- (SQLite's backfill of recorded_attempts has nothing to do on a new database.)
+
+    -- The attempts page walks (subscription_id, rowid) backwards: SQLite's index carries the rowid, here it is named.
+    DROP INDEX delivery_attempts_subscription;
+    CREATE INDEX delivery_attempts_subscription ON delivery_attempts(subscription_id, rowid);
+
+    CREATE INDEX events_node_type ON events(node_id, type, seq);
+    CREATE INDEX events_node_time ON events(node_id, occurred_at);
+
+    CREATE TABLE delivery_counts (
+      subscription_id TEXT NOT NULL,
+      state TEXT NOT NULL,
+      n BIGINT NOT NULL,
+      PRIMARY KEY (subscription_id, state)
+    );
+    INSERT INTO delivery_counts(subscription_id, state, n) SELECT d.subscription_id, ${STATE('d')}, COUNT(*) FROM deliveries d GROUP BY 1, 2;
+    -- SQLite's three triggers: one function, the update trigger fired under the same WHEN.
+    CREATE FUNCTION deliveries_count() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP <> 'INSERT' THEN
+        UPDATE delivery_counts SET n = n - 1 WHERE subscription_id = OLD.subscription_id AND state = ${STATE('OLD')};
+      END IF;
+      IF TG_OP <> 'DELETE' THEN
+        INSERT INTO delivery_counts(subscription_id, state, n) VALUES (NEW.subscription_id, ${STATE('NEW')}, 1)
+          ON CONFLICT(subscription_id, state) DO UPDATE SET n = delivery_counts.n + 1;
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER deliveries_count_insert AFTER INSERT ON deliveries FOR EACH ROW EXECUTE FUNCTION deliveries_count();
+    CREATE TRIGGER deliveries_count_update AFTER UPDATE OF status, last_error ON deliveries FOR EACH ROW
+      WHEN (${STATE('OLD')} IS DISTINCT FROM ${STATE('NEW')}) EXECUTE FUNCTION deliveries_count();
+    CREATE TRIGGER deliveries_count_delete AFTER DELETE ON deliveries FOR EACH ROW EXECUTE FUNCTION deliveries_count();
+
+    CREATE TABLE store_gauges (name TEXT PRIMARY KEY, n BIGINT NOT NULL);
+    INSERT INTO store_gauges(name, n) VALUES ('unsettled_streams', (SELECT COUNT(*) FROM streams WHERE billed_micro > final_micro));
+    CREATE FUNCTION streams_unsettled() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP = 'INSERT' THEN
+        UPDATE store_gauges SET n = n + 1 WHERE name = 'unsettled_streams';
+      ELSIF TG_OP = 'UPDATE' THEN
+        UPDATE store_gauges SET n = n + CASE WHEN NEW.billed_micro > NEW.final_micro THEN 1 ELSE -1 END WHERE name = 'unsettled_streams';
+      ELSE
+        UPDATE store_gauges SET n = n - 1 WHERE name = 'unsettled_streams';
+      END IF;
+      RETURN NULL;
+    END $$;
+    CREATE TRIGGER streams_unsettled_insert AFTER INSERT ON streams FOR EACH ROW
+      WHEN (NEW.billed_micro > NEW.final_micro) EXECUTE FUNCTION streams_unsettled();
+    CREATE TRIGGER streams_unsettled_update AFTER UPDATE OF billed_micro, final_micro ON streams FOR EACH ROW
+      WHEN ((OLD.billed_micro > OLD.final_micro) IS DISTINCT FROM (NEW.billed_micro > NEW.final_micro)) EXECUTE FUNCTION streams_unsettled();
+    CREATE TRIGGER streams_unsettled_delete AFTER DELETE ON streams FOR EACH ROW
+      WHEN (OLD.billed_micro > OLD.final_micro) EXECUTE FUNCTION streams_unsettled();
+
+    -- PostgreSQL 15 has no virtual generated columns: the 1.0.0 body is stored (strpos/substr count characters, as
+    -- SQLite's instr/substr do on text).
+    ALTER TABLE events DROP COLUMN body_v100;
+    ALTER TABLE events ADD COLUMN body_v100 TEXT GENERATED ALWAYS AS (
+      CASE WHEN type IN ('subscription.period_opened', 'subscription.renewal_declined', 'subscription.closed') OR strpos(body, ${ENVELOPE_V110}) = 0 THEN NULL
+      ELSE substr(body, 1, strpos(body, ${ENVELOPE_V110}) - 1) || '"schemaVersion":"1.0.0"' || substr(body, strpos(body, ${ENVELOPE_V110}) + 23) END
+    ) STORED;
+  `,
 };
 export default m;

@@ -9,12 +9,19 @@ import m0070 from './0070-fair-delivery.js';
 import m0080 from './0080-stream-activity.js';
 import m0090 from './0090-history.js';
 import m0100 from './0100-flat-health.js';
+import m0110 from './0110-leases.js';
 
 export interface Migration {
   version: number;
   name: string;
+  /** SQLite: the DDL (and backfills) run in the migration's transaction. */
   up(db: Database.Database): void;
+  /**
+   * PostgreSQL: the same schema step as SQL (several statements, run in the migration's transaction). A PostgreSQL
+   * database is always created from 0010 by a build that has every step, so backfills of existing rows are left out.
+   */
+  postgres: string;
 }
 
 /** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
-export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050, m0060, m0070, m0080, m0090, m0100];
+export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050, m0060, m0070, m0080, m0090, m0100, m0110];

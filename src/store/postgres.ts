@@ -1,0 +1,660 @@
+// The store on PostgreSQL (`--store postgres://…`): several daemons share one database. The SQL the store modules
+// write is the common dialect (src/store/sql.ts); here `?` / `@name` become $n, results come back as SQLite gives
+// them, write() group-commits under one database-wide advisory lock, and invalidations travel by LISTEN/NOTIFY.
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import pg from 'pg';
+import { NodeSvcError, unavailable } from '../domain/errors.js';
+import { MIGRATIONS } from './migrations/index.js';
+import type { Invalidation, Params, Sql, Store } from './sql.js';
+
+export interface PostgresStore extends Store {
+  readonly dialect: 'postgres';
+}
+
+export interface PostgresStoreOptions {
+  /** The data dir (files such as the dev sandbox state; the data itself is in the database). */
+  dataDir: string;
+  /** Refuse pending migrations and run every session read-only. */
+  readonly?: boolean;
+  /** Connections in the pool (default 10), besides the one LISTEN connection. */
+  poolSize?: number;
+}
+
+const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+/** pg_advisory_xact_lock keys: every write batch of every daemon, and migrations ('node-svc' in ASCII, + 1). */
+export const WRITE_LOCK_KEY = '7957654319744972643';
+export const MIGRATE_LOCK_KEY = '7957654319744972644';
+/** The NOTIFY channel of invalidations. */
+export const CHANNEL = 'node_svc';
+
+// ---------------------------------------------------------------------------------------------------------------
+// Connection settings
+
+interface Target {
+  config: pg.ClientConfig;
+  /** postgres://user@host:port/db: no password, no query. */
+  description: string;
+  /** host:port/db, for messages. */
+  where: string;
+  /** Strings never to show (the password, raw and URL-encoded; the whole URL). */
+  secrets: string[];
+}
+
+const KNOWN_PARAMS = new Set(['sslmode', 'sslrootcert', 'sslcert', 'sslkey', 'application_name', 'connect_timeout', 'host', 'port', 'user', 'dbname']);
+const isLoopback = (host: string) => host === 'localhost' || host.startsWith('/') || host === '::1' || /^127\./.test(host);
+
+/**
+ * Parse the store URL ourselves (pg's parser warns, and maps sslmode in a way that differs from libpq) and build
+ * pg's settings. The URL is a secret: no message here repeats it, only the parameter names and host.
+ */
+export function parsePostgresUrl(url: string): Target {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new NodeSvcError('config', 'the store URL is not a valid postgres:// URL', { hint: 'postgres://user:password@host:5432/database?sslmode=verify-full' });
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:')
+    throw new NodeSvcError('config', `the store URL must start with postgres:// (got ${u.protocol}//)`, { hint: 'postgres://user:password@host:5432/database' });
+  const q = u.searchParams;
+  for (const k of q.keys())
+    if (!KNOWN_PARAMS.has(k))
+      throw new NodeSvcError('config', `the store URL has an unknown parameter "${k}"`, { hint: `known: ${[...KNOWN_PARAMS].join(', ')}` });
+  const password = decodeURIComponent(u.password);
+  const user = q.get('user') ?? decodeURIComponent(u.username);
+  const host = q.get('host') ?? (u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost');
+  const portText = q.get('port') ?? (u.port || '5432');
+  const port = Number(portText);
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new NodeSvcError('config', `the store URL's port is not a port number (${portText})`);
+  const database = q.get('dbname') ?? (decodeURIComponent(u.pathname.replace(/^\//, '')) || user);
+  const hostText = isIP(host) === 6 ? `[${host}]` : host;
+  const where = `${hostText}:${port}/${database}`;
+  const config: pg.ClientConfig = {
+    host, port, database, application_name: q.get('application_name') ?? 'node-svc', keepAlive: true,
+    ...(user ? { user } : {}), ...(password ? { password } : {}),
+  };
+  const timeout = q.get('connect_timeout');
+  // libpq's connect_timeout is in seconds; pg's in ms. Default 5 s: a request never waits long for a dead database.
+  config.connectionTimeoutMillis = timeout !== null && Number(timeout) > 0 ? Math.round(Number(timeout) * 1000) : 5000;
+  config.ssl = tlsSettings(q, host);
+  const secrets = [password, u.password, url].filter((s) => s.length >= 1);
+  return { config, description: `postgres://${user ? `${encodeURIComponent(user)}@` : ''}${hostText}:${port}/${database}`, where, secrets };
+}
+
+/**
+ * sslmode as libpq defines it, written out for Node's TLS (pg 8 on its own treats require and verify-ca like
+ * verify-full, and has no fallback to plain text):
+ * - disable: no TLS.
+ * - require: encrypted, the server's certificate is not checked (anyone on the path can pretend to be the server),
+ *   unless sslrootcert is given: then as verify-ca (libpq does the same).
+ * - verify-ca: encrypted; the certificate must chain to sslrootcert (required here); the host name is not checked.
+ * - verify-full: encrypted; the certificate must chain to sslrootcert (or the system's CAs when none is given) AND
+ *   name the host we connect to (Node's checkServerIdentity: DNS or IP subjectAltName). Use this for remote databases.
+ * - prefer / allow (libpq may fall back to plain text, unauthenticated): refused, say which one you mean.
+ * - not given: plain text to a loopback host or unix socket; refused for any other host (fail closed: say
+ *   sslmode=verify-full, or sslmode=disable on a network you trust).
+ */
+function tlsSettings(q: URLSearchParams, host: string): pg.ClientConfig['ssl'] {
+  const mode = q.get('sslmode');
+  const read = (param: string): string | undefined => {
+    const path = q.get(param);
+    if (path === null) return undefined;
+    try {
+      return readFileSync(path, 'utf8');
+    } catch (err) {
+      throw new NodeSvcError('config', `cannot read the store URL's ${param} ${path}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+  };
+  const ca = read('sslrootcert');
+  const cert = read('sslcert');
+  const key = read('sslkey');
+  const client = { ...(cert ? { cert } : {}), ...(key ? { key } : {}) };
+  const noHostCheck = () => undefined;
+  switch (mode) {
+    case null:
+      if (isLoopback(host)) return false;
+      throw new NodeSvcError('config', `the store URL names the remote host ${host} without sslmode`, {
+        hint: 'add ?sslmode=verify-full (with sslrootcert=<ca file> for a private CA), or ?sslmode=disable on a network you trust',
+      });
+    case 'disable':
+      return false;
+    case 'require':
+      return ca ? { ...client, ca, rejectUnauthorized: true, checkServerIdentity: noHostCheck } : { ...client, rejectUnauthorized: false };
+    case 'verify-ca':
+      if (!ca) throw new NodeSvcError('config', 'sslmode=verify-ca needs sslrootcert=<file of the CA that signed the server certificate>', { hint: 'or use sslmode=verify-full' });
+      return { ...client, ca, rejectUnauthorized: true, checkServerIdentity: noHostCheck };
+    case 'verify-full':
+      return { ...client, ...(ca ? { ca } : {}), rejectUnauthorized: true };
+    case 'prefer':
+    case 'allow':
+      throw new NodeSvcError('config', `sslmode=${mode} may fall back to an unencrypted connection and is not supported`, { hint: 'use sslmode=verify-full (or require, or disable on a network you trust)' });
+    default:
+      throw new NodeSvcError('config', `unknown sslmode "${mode}"`, { hint: 'disable, require, verify-ca or verify-full' });
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Statements: placeholders and values
+
+interface Compiled {
+  name: string;
+  text: string;
+  /** Named parameters in $n order, or null for positional `?`. */
+  names: string[] | null;
+  count: number;
+}
+
+const compiled = new Map<string, Compiled>();
+const MAX_COMPILED = 5000; // SQL strings are templates; the bound only matters if some caller builds them freely
+
+/** `?` → $1.. in order; `@name` → one $n per distinct name. Quoted literals, identifiers and comments are skipped. */
+export function compileSql(sql: string): Compiled {
+  const hit = compiled.get(sql);
+  if (hit) return hit;
+  let out = '';
+  let positional = 0;
+  const names: string[] = [];
+  let i = 0;
+  const n = sql.length;
+  while (i < n) {
+    const c = sql[i]!;
+    if (c === "'" || c === '"') {
+      let j = i + 1;
+      for (;;) {
+        if (j >= n) break;
+        if (sql[j] === c) {
+          if (sql[j + 1] === c) { j += 2; continue; } // '' inside a literal
+          break;
+        }
+        j++;
+      }
+      out += sql.slice(i, j + 1);
+      i = j + 1;
+    } else if (c === '-' && sql[i + 1] === '-') {
+      const j = sql.indexOf('\n', i);
+      const end = j < 0 ? n : j;
+      out += sql.slice(i, end);
+      i = end;
+    } else if (c === '?') {
+      out += `$${++positional}`;
+      i++;
+    } else if (c === '@' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
+      let j = i + 1;
+      while (j < n && /[A-Za-z0-9_]/.test(sql[j]!)) j++;
+      const name = sql.slice(i + 1, j);
+      let k = names.indexOf(name);
+      if (k < 0) k = names.push(name) - 1;
+      out += `$${k + 1}`;
+      i = j;
+    } else {
+      out += c;
+      i++;
+    }
+  }
+  if (positional && names.length) throw new Error('a statement mixes ? and @name parameters');
+  const c: Compiled = {
+    name: `ns_${createHash('sha1').update(out).digest('hex').slice(0, 24)}`,
+    text: out,
+    names: names.length ? names : null,
+    count: positional || names.length,
+  };
+  if (compiled.size >= MAX_COMPILED) compiled.clear();
+  compiled.set(sql, c);
+  return c;
+}
+
+const toParam = (v: unknown): unknown => (typeof v === 'bigint' ? v.toString() : v === undefined ? null : v);
+
+function bind(c: Compiled, params: Params | undefined): unknown[] {
+  if (c.names) {
+    if (!params || Array.isArray(params)) throw new Error(`named parameters expected (@${c.names[0]})`);
+    const obj = params as Record<string, unknown>;
+    return c.names.map((k) => {
+      if (!(k in obj)) throw new Error(`missing named parameter "${k}"`);
+      return toParam(obj[k]);
+    });
+  }
+  if (!c.count) return [];
+  if (!Array.isArray(params)) throw new Error('positional parameters expected (?)');
+  return params.map(toParam);
+}
+
+// Type OIDs converted per query (safe: BigInt; else number). int8 and numeric arrive as strings (our parsers), so
+// no precision is lost before we choose.
+const INT2 = 21, INT4 = 23, INT8 = 20, NUMERIC = 1700, BOOL = 16;
+const identity = (s: string) => s;
+const bool01 = (s: string) => (s === 't' ? 1 : 0);
+/** The pool's own type parsers (not pg's global ones, which other code in the process may rely on). */
+const TYPES: pg.CustomTypesConfig = {
+  getTypeParser: ((oid: number, format?: string) => {
+    if (oid === INT8 || oid === NUMERIC) return identity;
+    if (oid === BOOL) return bool01; // SQLite has no booleans: comparisons are 1/0 there
+    return pg.types.getTypeParser(oid, format as 'text');
+  }) as pg.CustomTypesConfig['getTypeParser'],
+};
+
+function convertRows(res: pg.QueryResult, safe: boolean): Record<string, unknown>[] {
+  const rows = res.rows as Record<string, unknown>[];
+  if (!rows.length) return rows;
+  const conv: Array<[string, (v: unknown) => unknown]> = [];
+  for (const f of res.fields) {
+    const t = f.dataTypeID;
+    if (safe) {
+      if (t === INT2 || t === INT4) conv.push([f.name, (v) => BigInt(v as number)]);
+      else if (t === INT8) conv.push([f.name, (v) => BigInt(v as string)]);
+      else if (t === NUMERIC) conv.push([f.name, (v) => (/^-?\d+$/.test(v as string) ? BigInt(v as string) : Number(v))]);
+    } else if (t === INT8 || t === NUMERIC) conv.push([f.name, (v) => Number(v)]);
+  }
+  if (!conv.length) return rows;
+  for (const r of rows) for (const [k, fn] of conv) if (r[k] !== null && r[k] !== undefined) r[k] = fn(r[k]);
+  return rows;
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Errors
+
+// Connection-level failures: the database cannot be used now (503, retry), as opposed to an error of the statement.
+const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED']);
+const PG_UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006', '08007']);
+const isConnectionError = (err: unknown): boolean => {
+  const e = err as { code?: unknown; message?: unknown };
+  if (typeof e?.code === 'string' && (NET_CODES.has(e.code) || PG_UNAVAILABLE.has(e.code))) return true;
+  const m = typeof e?.message === 'string' ? e.message : '';
+  return /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|connection error/i.test(m);
+};
+
+// ---------------------------------------------------------------------------------------------------------------
+// The store
+
+interface Runner {
+  query(config: pg.QueryConfig): Promise<pg.QueryResult>;
+}
+
+interface WriteJob {
+  fn: (tx: Sql) => Promise<unknown>;
+  resolve(v: unknown): void;
+  reject(e: unknown): void;
+}
+
+class PgStore implements PostgresStore {
+  readonly dialect = 'postgres' as const;
+  readonly description: string;
+  readonly dataDir: string;
+  readonly q: Sql;
+  readonly stats = { commits: 0, jobs: 0 };
+  readonly #target: Target;
+  readonly #pool: pg.Pool;
+  #jobs: WriteJob[] = [];
+  #scheduled = false;
+  #batch: Promise<void> | undefined;
+  #closed = false;
+  #subscribers = new Set<(inv: Invalidation) => void>();
+  #listener: Listener | undefined;
+
+  constructor(target: Target, opts: PostgresStoreOptions) {
+    this.#target = target;
+    this.description = target.description;
+    this.dataDir = opts.dataDir;
+    this.#pool = new pg.Pool({
+      ...target.config,
+      types: TYPES,
+      max: opts.poolSize ?? 10,
+      idleTimeoutMillis: 30_000,
+      // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
+      ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
+    });
+    // An idle client lost its connection (database restart, network): pg removes it from the pool; the next query
+    // opens a new one or fails with a named error. Without a listener the event would crash the process.
+    this.#pool.on('error', () => {});
+    this.q = this.#sql(this.#pool, () => true);
+  }
+
+  /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
+  wrap(err: unknown): unknown {
+    if (err instanceof NodeSvcError) return err;
+    if (isConnectionError(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`);
+    const e = err as Error;
+    if (e && typeof e.message === 'string') {
+      const clean = this.redact(e.message);
+      if (clean !== e.message) e.message = clean;
+    }
+    return err;
+  }
+
+  redact(s: string): string {
+    let out = s;
+    for (const secret of this.#target.secrets) out = out.split(secret).join('***');
+    return out;
+  }
+
+  #sql(runner: Runner, live: () => boolean): Sql {
+    const exec = async (sql: string, params: Params | undefined): Promise<pg.QueryResult> => {
+      if (!live()) throw new Error('this transaction has ended: a write()/transaction() callback used its tx after it returned');
+      const c = compileSql(sql);
+      const values = bind(c, params);
+      try {
+        return await runner.query({ name: c.name, text: c.text, values });
+      } catch (err) {
+        throw this.wrap(err);
+      }
+    };
+    return {
+      dialect: 'postgres',
+      get: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe)[0] as T | undefined,
+      all: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe) as T[],
+      value: async <T>(sql: string, params?: Params, safe = false) => {
+        const res = await exec(sql, params);
+        const row = convertRows(res, safe)[0];
+        return (row === undefined ? undefined : row[res.fields[0]!.name]) as T | undefined;
+      },
+      run: async (sql: string, params?: Params) => (await exec(sql, params)).rowCount ?? 0,
+    };
+  }
+
+  async #connect(): Promise<pg.PoolClient> {
+    if (this.#closed) throw new NodeSvcError('store', 'the store is closed');
+    try {
+      return await this.#pool.connect();
+    } catch (err) {
+      throw this.wrap(err);
+    }
+  }
+
+  write<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(new NodeSvcError('store', 'the store is closed'));
+    return new Promise<T>((resolve, reject) => {
+      this.#jobs.push({ fn, resolve: resolve as (v: unknown) => void, reject });
+      this.#schedule();
+    });
+  }
+
+  /** One batch at a time: jobs queued while one runs wait for the next, which starts when it ends. */
+  #schedule(): void {
+    if (this.#scheduled || this.#batch) return;
+    this.#scheduled = true;
+    setImmediate(() => {
+      this.#scheduled = false;
+      const jobs = this.#jobs;
+      this.#jobs = [];
+      if (!jobs.length) return;
+      this.#batch = this.#runBatch(jobs).finally(() => {
+        this.#batch = undefined;
+        if (this.#jobs.length) this.#schedule();
+      });
+    });
+  }
+
+  /**
+   * BEGIN, the write lock (every daemon's batches are serialised, so a read-modify-write sees all earlier writes and
+   * identities commit in order), each job in its own savepoint (a lone job needs none: the transaction is its own),
+   * COMMIT; then settle the promises. A failure of the batch itself rejects every job: nothing of it committed.
+   */
+  async #runBatch(jobs: WriteJob[]): Promise<void> {
+    const out: Array<{ ok: boolean; v: unknown }> = [];
+    let client: pg.PoolClient | undefined;
+    let broken: unknown;
+    try {
+      client = await this.#connect();
+      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK_KEY})`);
+      const solo = jobs.length === 1;
+      for (const job of jobs) {
+        let live = true;
+        const tx = this.#sql(client, () => live);
+        if (!solo) await client.query('SAVEPOINT job');
+        try {
+          const v = await job.fn(tx);
+          live = false;
+          if (!solo) await client.query('RELEASE SAVEPOINT job'); // fails if the job swallowed an error of its own
+          out.push({ ok: true, v });
+        } catch (err) {
+          live = false;
+          if (solo) throw new JobFailed(err);
+          // Undo this job only; if even that fails the connection (or transaction) is gone and the batch with it.
+          await client.query('ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job');
+          out.push({ ok: false, v: this.wrap(err) });
+        }
+      }
+      const res = await client.query('COMMIT');
+      // COMMIT of a transaction in error answers ROLLBACK rather than failing.
+      if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
+    } catch (err) {
+      if (client) {
+        try {
+          await client.query('ROLLBACK');
+          client.release();
+        } catch {
+          client.release(true); // destroy it: its state is unknown
+        }
+        client = undefined;
+      }
+      broken = err instanceof JobFailed ? err.cause : err;
+      const e = this.wrap(broken);
+      for (const j of jobs) j.reject(e);
+      return;
+    } finally {
+      client?.release();
+    }
+    this.stats.commits++;
+    this.stats.jobs += jobs.length;
+    for (let i = 0; i < jobs.length; i++) (out[i]!.ok ? jobs[i]!.resolve : jobs[i]!.reject)(out[i]!.v);
+  }
+
+  async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    const client = await this.#connect();
+    let live = true;
+    try {
+      await client.query('BEGIN');
+      const v = await fn(this.#sql(client, () => live));
+      live = false;
+      const res = await client.query('COMMIT');
+      if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
+      client.release();
+      return v;
+    } catch (err) {
+      live = false;
+      try {
+        await client.query('ROLLBACK');
+        client.release();
+      } catch {
+        client.release(true);
+      }
+      throw this.wrap(err);
+    }
+  }
+
+  async invalidate(tx: Sql, inv: Invalidation): Promise<void> {
+    // Delivered to every LISTEN session (this daemon's too) when tx commits; never if it rolls back.
+    await tx.value('SELECT pg_notify(?, ?)', [CHANNEL, JSON.stringify({ topic: inv.topic, key: inv.key })]);
+  }
+
+  onInvalidate(fn: (inv: Invalidation) => void): () => void {
+    this.#subscribers.add(fn);
+    if (!this.#listener && !this.#closed) this.#listener = new Listener(this.#target.config, (inv) => this.#dispatch(inv));
+    return () => void this.#subscribers.delete(fn);
+  }
+
+  #dispatch(inv: Invalidation): void {
+    for (const fn of [...this.#subscribers]) {
+      try {
+        fn(inv);
+      } catch {
+        // a subscriber's bug must not stop the others from dropping their caches
+      }
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    // Queued writes still run: close() after the last write() loses nothing.
+    while (this.#batch || this.#scheduled || this.#jobs.length) {
+      if (this.#batch) await this.#batch;
+      else await new Promise((r) => setImmediate(r));
+    }
+    this.#closed = true;
+    await this.#listener?.close();
+    await this.#pool.end();
+  }
+
+  async migrate(readonly: boolean): Promise<void> {
+    const client = await this.#connectForOpen();
+    try {
+      await client.query('BEGIN');
+      // Two daemons starting together: the second waits here and then finds nothing to do.
+      await client.query(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`);
+      const exists = (await client.query("SELECT to_regclass('node_svc_schema') IS NOT NULL AS e")).rows[0].e === 1;
+      const current = exists ? Number((await client.query('SELECT version FROM node_svc_schema')).rows[0]?.version ?? 0) : 0;
+      if (current > LATEST_VERSION)
+        throw new NodeSvcError('store', `this database was written by a newer node-svc (schema ${current}; this build knows up to ${LATEST_VERSION})`, {
+          hint: 'upgrade node-svc, or restore a backup made by this version',
+        });
+      const pending = MIGRATIONS.filter((m) => m.version > current);
+      if (pending.length && readonly) {
+        throw current === 0
+          ? new NodeSvcError('store', `no node-svc tables in ${this.description}`, { hint: 'run any node-svc write command (or the daemon) once' })
+          : new NodeSvcError('store', `database schema ${current} needs migrating to ${LATEST_VERSION}`, { hint: 'run any node-svc write command (or the daemon) once' });
+      }
+      if (pending.length) {
+        if (!exists) await client.query('CREATE TABLE node_svc_schema (version INTEGER NOT NULL); INSERT INTO node_svc_schema(version) VALUES (0)');
+        for (const m of pending) {
+          try {
+            await client.query(m.postgres);
+          } catch (err) {
+            throw new NodeSvcError('store', `migration ${m.version} (${m.name}) failed on ${this.description}: ${this.redact((err as Error).message)}`);
+          }
+        }
+        await client.query(`UPDATE node_svc_schema SET version = ${LATEST_VERSION}`);
+      }
+      await client.query('COMMIT');
+      client.release();
+    } catch (err) {
+      try {
+        await client.query('ROLLBACK');
+        client.release();
+      } catch {
+        client.release(true);
+      }
+      throw err instanceof NodeSvcError ? err : this.#openError(err);
+    }
+  }
+
+  async #connectForOpen(): Promise<pg.PoolClient> {
+    try {
+      return await this.#pool.connect();
+    } catch (err) {
+      throw this.#openError(err);
+    }
+  }
+
+  /** Why the database cannot be used, naming host:port/db and never the password or URL. */
+  #openError(err: unknown): NodeSvcError {
+    const e = err as { code?: string; message?: string };
+    const why =
+      e.code === 'ECONNREFUSED' ? 'connection refused'
+        : e.code === 'ENOTFOUND' || e.code === 'EAI_AGAIN' ? 'host not found'
+        : e.code === '28P01' || e.code === '28000' ? this.redact(e.message ?? 'authentication failed')
+        : this.redact(e.message ?? String(err));
+    return new NodeSvcError('store', `cannot use PostgreSQL at ${this.#target.where}: ${why}`, {
+      hint: 'check the store URL (host, port, database, user, password, sslmode) and that the server is up',
+    });
+  }
+}
+
+/** Thrown through the batch when a lone job fails: the job's own error, not a failure of the batch. */
+class JobFailed {
+  constructor(readonly cause: unknown) {}
+}
+
+/**
+ * The LISTEN connection: a client of its own (a pooled one would be handed to queries). When it is lost it comes
+ * back with backoff (250 ms doubling to 5 s) and LISTENs again; every time it starts listening it tells the
+ * subscribers `*`, since writes made while nobody listened were not heard (the first time included: the subscriber
+ * may have loaded its cache before LISTEN took effect).
+ */
+class Listener {
+  #client: pg.Client | undefined;
+  #delay = 250;
+  #timer: NodeJS.Timeout | undefined;
+  #closed = false;
+
+  constructor(readonly config: pg.ClientConfig, readonly dispatch: (inv: Invalidation) => void) {
+    void this.#connect();
+  }
+
+  async #connect(): Promise<void> {
+    if (this.#closed) return;
+    const c = new pg.Client({ ...this.config, types: TYPES });
+    let lost = false;
+    const onLost = () => {
+      if (lost) return;
+      lost = true;
+      if (this.#client === c) this.#client = undefined;
+      c.end().catch(() => {});
+      this.#retry();
+    };
+    c.on('error', onLost);
+    c.on('end', onLost);
+    c.on('notification', (msg) => {
+      if (msg.channel !== CHANNEL || !msg.payload) return;
+      let inv: Invalidation;
+      try {
+        inv = JSON.parse(msg.payload) as Invalidation;
+      } catch {
+        return;
+      }
+      if (typeof inv?.topic === 'string' && typeof inv.key === 'string') this.dispatch({ topic: inv.topic, key: inv.key });
+    });
+    try {
+      await c.connect();
+      await c.query(`LISTEN ${CHANNEL}`);
+    } catch {
+      onLost();
+      return;
+    }
+    if (lost) return;
+    if (this.#closed) {
+      await c.end().catch(() => {});
+      return;
+    }
+    this.#client = c;
+    this.#delay = 250;
+    this.dispatch({ topic: '*', key: '' });
+  }
+
+  #retry(): void {
+    if (this.#closed || this.#timer) return;
+    const wait = this.#delay;
+    this.#delay = Math.min(this.#delay * 2, 5000);
+    this.#timer = setTimeout(() => {
+      this.#timer = undefined;
+      void this.#connect();
+    }, wait);
+    this.#timer.unref?.();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = undefined;
+    const c = this.#client;
+    this.#client = undefined;
+    await c?.end().catch(() => {});
+  }
+}
+
+/**
+ * Open the PostgreSQL store: parse the URL (a secret: never echoed), connect, migrate (or, read-only, refuse pending
+ * migrations), and return the Store. Errors name host:port/database, never the password.
+ */
+export async function openPostgresStore(url: string, opts: PostgresStoreOptions): Promise<PostgresStore> {
+  const target = parsePostgresUrl(url);
+  const store = new PgStore(target, opts);
+  try {
+    await store.migrate(!!opts.readonly);
+  } catch (err) {
+    await store.close().catch(() => {});
+    throw err;
+  }
+  return store;
+}
