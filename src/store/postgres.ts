@@ -272,6 +272,8 @@ interface Runner {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
 }
 
+const guarded = new WeakSet<pg.PoolClient>();
+
 interface WriteJob {
   fn: (tx: Sql) => Promise<unknown>;
   resolve(v: unknown): void;
@@ -308,7 +310,21 @@ class PgStore implements PostgresStore {
     // An idle client lost its connection (database restart, network): pg removes it from the pool; the next query
     // opens a new one or fails with a named error. Without a listener the event would crash the process.
     this.#pool.on('error', () => {});
-    this.q = this.#sql(this.#pool, () => true);
+    // Reads and lone statements check a client out themselves so that a failure to connect (a 503: the database
+    // cannot be used now) is told apart from an error of the statement.
+    this.q = this.#sql({
+      query: async (config) => {
+        const client = await this.#connect();
+        try {
+          const res = await client.query(config);
+          client.release();
+          return res;
+        } catch (err) {
+          client.release(isConnectionError(err) ? (err as Error) : undefined);
+          throw err;
+        }
+      },
+    }, () => true);
   }
 
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
@@ -353,12 +369,20 @@ class PgStore implements PostgresStore {
     };
   }
 
+  /** A pooled client; any failure to get one is a 503 naming host:port/db (never the URL). */
   async #connect(): Promise<pg.PoolClient> {
     if (this.#closed) throw new NodeSvcError('store', 'the store is closed');
     try {
-      return await this.#pool.connect();
+      const client = await this.#pool.connect();
+      if (!guarded.has(client)) {
+        // A checked-out client whose connection dies between two queries emits 'error' with no listener of the pool
+        // (uncaught: the process would crash). The next query on it fails and is reported; here it is only heard.
+        client.on('error', () => {});
+        guarded.add(client);
+      }
+      return client;
     } catch (err) {
-      throw this.wrap(err);
+      throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message ?? String(err))}`);
     }
   }
 
@@ -541,7 +565,10 @@ class PgStore implements PostgresStore {
 
   async #connectForOpen(): Promise<pg.PoolClient> {
     try {
-      return await this.#pool.connect();
+      const client = await this.#pool.connect();
+      client.on('error', () => {}); // as in #connect
+      guarded.add(client);
+      return client;
     } catch (err) {
       throw this.#openError(err);
     }

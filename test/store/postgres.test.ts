@@ -1,0 +1,501 @@
+// The PostgreSQL store (issue #15) against a real PostgreSQL 15 server: the run's (NODE_SVC_TEST_STORE=postgres) or
+// one started for this file. Skipped with a printed reason only where no server can start; never in CI.
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NodeSvcError } from '../../src/domain/errors.js';
+import { openStore } from '../../src/store/db.js';
+import { MIGRATIONS } from '../../src/store/migrations/index.js';
+import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
+import type { Invalidation } from '../../src/store/sql.js';
+import { databaseUrl, ensureDatabase, pgAvailable, startPostgres, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
+import { sleep, waitFor } from '../helpers/wait.js';
+
+const LATEST = MIGRATIONS[MIGRATIONS.length - 1]!.version;
+const shared = testServerUrl();
+const avail = pgAvailable();
+if (!shared && !avail.ok) {
+  if (process.env.CI) throw new Error(`CI must run the PostgreSQL store tests, but no server can start: ${avail.reason}`);
+  console.warn(`[postgres.test] skipped: ${avail.reason}`);
+}
+
+describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
+  let server: PostgresServer | undefined;
+  let base: string;
+  let root: string;
+  const open: PostgresStore[] = [];
+  let dbs = 0;
+  /** A new, empty database on the server. */
+  const freshDb = () => ensureDatabase(base, `pgstore_${process.pid}_${++dbs}`);
+  const openAt = async (url: string, o: { readonly?: boolean; poolSize?: number } = {}) => {
+    const s = await openPostgresStore(url, { dataDir: join(root, 'data'), ...o });
+    open.push(s);
+    return s;
+  };
+
+  beforeAll(async () => {
+    root = await mkdtemp(join(tmpdir(), 'node-svc-pgstore-'));
+    if (shared) base = shared;
+    else base = (server = await startPostgres()).baseUrl;
+  }, 120_000);
+  afterAll(async () => {
+    for (const s of open) await s.close().catch(() => {});
+    await server?.stop();
+    await rm(root, { recursive: true, force: true });
+  }, 60_000);
+
+  describe('statements', () => {
+    it('rewrites ? and @name to $n, skipping quoted text and comments', () => {
+      expect(compileSql('SELECT a FROM t WHERE a = ? AND b > ? LIMIT ?').text).toBe('SELECT a FROM t WHERE a = $1 AND b > $2 LIMIT $3');
+      const named = compileSql('UPDATE t SET a = @a, b = @b WHERE a = @a AND c = @c_1');
+      expect(named.text).toBe('UPDATE t SET a = $1, b = $2 WHERE a = $1 AND c = $3');
+      expect(named.names).toEqual(['a', 'b', 'c_1']);
+      expect(compileSql(`SELECT 'it''s ? @x' AS s, "odd?col" FROM t -- why? @y\nWHERE a = ?`).text).toBe(`SELECT 'it''s ? @x' AS s, "odd?col" FROM t -- why? @y\nWHERE a = $1`);
+      expect(compileSql('SELECT 1 FROM t WHERE a @> b').text).toBe('SELECT 1 FROM t WHERE a @> b'); // an operator, not a name
+      expect(() => compileSql('SELECT ? , @a')).toThrow(/mixes/);
+    });
+
+    it('binds both styles and gives results as SQLite does: integers, BigInt when safe, booleans 1/0', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE t (id BIGINT PRIMARY KEY, name TEXT, amount BIGINT, small INTEGER, ratio DOUBLE PRECISION, at BIGINT)');
+      const big = 9_223_372_036_854_775_807n; // int64 max: a JS number cannot hold it
+      expect(await s.q.run('INSERT INTO t(id, name, amount, small, ratio, at) VALUES (?, ?, ?, ?, ?, ?)', [1, '123', big, 7, 0.5, undefined])).toBe(1);
+      expect(await s.q.run('INSERT INTO t(id, name, amount, small, ratio, at) VALUES (@id, @name, @amount, @small, @ratio, @at)', { id: 2n, name: 'b', amount: 5n, small: 3, ratio: 2, at: 100 })).toBe(1);
+      expect(await s.q.run('UPDATE t SET small = small + 1 WHERE id > ?', [0])).toBe(2);
+
+      const plain = await s.q.get<Record<string, unknown>>('SELECT id, name, amount, small, ratio, at, id = 1 AS one, at IS NULL AS no_at FROM t WHERE id = ?', [1]);
+      expect(plain).toEqual({ id: 1, name: '123', amount: Number(big), small: 8, ratio: 0.5, at: null, one: 1, no_at: 1 });
+      const safe = await s.q.get<Record<string, unknown>>('SELECT id, name, amount, small, ratio FROM t WHERE id = @id', { id: 1 }, true);
+      expect(safe).toEqual({ id: 1n, name: '123', amount: big, small: 8n, ratio: 0.5 });
+
+      // Aggregates: COUNT is int8, SUM of BIGINT is numeric, AVG has a fraction.
+      const agg = await s.q.get<Record<string, unknown>>('SELECT COUNT(*) AS n, SUM(small) AS total, AVG(small) AS mean, MAX(id) AS top FROM t');
+      expect(agg).toEqual({ n: 2, total: 12, mean: 6, top: 2 });
+      const aggSafe = await s.q.get<Record<string, unknown>>('SELECT COUNT(*) AS n, SUM(amount) AS total, AVG(ratio) AS mean FROM t', [], true);
+      expect(aggSafe).toEqual({ n: 2n, total: big + 5n, mean: 1.25 });
+      expect(await s.q.value('SELECT SUM(small) FROM t WHERE id IN (?, ?)', [1, 2], true)).toBe(12n); // numeric without fraction
+      expect(await s.q.value('SELECT AVG(small) FROM t', [], true)).toBe(6); // AVG is a float in SQLite, safe or not
+      expect(await s.q.value('SELECT SUM(small) * 1.5 FROM t')).toBe(18);
+
+      expect(await s.q.value('SELECT name FROM t WHERE id = ?', [2])).toBe('b');
+      expect(await s.q.value('SELECT name FROM t WHERE id = ?', [99])).toBeUndefined();
+      expect(await s.q.get('SELECT name FROM t WHERE id = ?', [99])).toBeUndefined();
+      expect(await s.q.all('SELECT id FROM t ORDER BY id', [], true)).toEqual([{ id: 1n }, { id: 2n }]);
+      expect(await s.q.run('DELETE FROM t WHERE id = ?', [99])).toBe(0);
+      await expect(s.q.run('UPDATE t SET name = @name WHERE id = @id', { id: 1 })).rejects.toThrow(/missing named parameter "name"/);
+    });
+  });
+
+  describe('write()', () => {
+    it('runs the jobs of one turn in ONE transaction and one commit', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
+      const before = { ...s.stats };
+      const results = await Promise.all(
+        Array.from({ length: 20 }, (_, i) => s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [i]);
+          return i;
+        })),
+      );
+      expect(results).toEqual(Array.from({ length: 20 }, (_, i) => i));
+      expect(s.stats.commits - before.commits).toBe(1);
+      expect(s.stats.jobs - before.jobs).toBe(20);
+      const txs = await s.q.all<{ tx: string }>('SELECT DISTINCT tx FROM w');
+      expect(txs).toHaveLength(1);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(20);
+    });
+
+    it('rolls back a throwing job alone (its own error), the others commit', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      const boom = new Error('job 2 changed its mind');
+      const settled = await Promise.allSettled([
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (1)')),
+        s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id) VALUES (2)');
+          throw boom;
+        }),
+        s.write(async (tx) => tx.run('INSERT INTO w(id) VALUES (1)')), // duplicate key: an error of the database
+        s.write(async (tx) => {
+          // Swallowing the database's error leaves the transaction failed: the job is refused, not half-committed.
+          await tx.run('INSERT INTO w(id) VALUES (1)').catch(() => {});
+          return 'pretended';
+        }),
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (3)')),
+      ]);
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled']);
+      expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
+      expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
+      expect(await s.q.all('SELECT id FROM w ORDER BY id')).toEqual([{ id: 1 }, { id: 3 }]);
+
+      // A lone job that throws: nothing of it commits.
+      await expect(s.write(async (tx) => {
+        await tx.run('INSERT INTO w(id) VALUES (4)');
+        throw boom;
+      })).rejects.toBe(boom);
+      expect(await s.q.value('SELECT COUNT(*) FROM w WHERE id = 4')).toBe(0);
+      // The tx of a finished job cannot be used any more (it would write into someone else's transaction).
+      let kept: { run(sql: string): Promise<number> } | undefined;
+      await s.write(async (tx) => { kept = tx; });
+      await expect(kept!.run('INSERT INTO w(id) VALUES (5)')).rejects.toThrow(/transaction has ended/);
+    });
+
+    it('rejects every job of a batch whose connection dies, and none of it is committed', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      const settled = await Promise.allSettled([
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (1)')),
+        s.write((tx) => tx.value('SELECT pg_terminate_backend(pg_backend_pid())')),
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (2)')),
+      ]);
+      expect(settled.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
+      const err = (settled[0] as PromiseRejectedResult).reason as NodeSvcError;
+      expect(err).toBeInstanceOf(NodeSvcError);
+      expect(err.code).toBe('unavailable');
+      expect(err.status).toBe(503);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0);
+      // The store goes on with a new connection.
+      await s.write((tx) => tx.run('INSERT INTO w(id) VALUES (3)'));
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(1);
+    });
+
+    it('serialises writes across two stores: 200 read-modify-write increments from each end make exactly +400', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      await a.q.run('CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
+      await a.q.run('INSERT INTO counter(id, n) VALUES (1, 0)');
+      const bump = (s: PostgresStore) => s.write(async (tx) => {
+        const n = await tx.value<bigint>('SELECT n FROM counter WHERE id = 1', [], true);
+        await tx.run('UPDATE counter SET n = ? WHERE id = 1', [n! + 1n]);
+      });
+      const jobs: Promise<void>[] = [];
+      for (let i = 0; i < 200; i++) jobs.push(bump(a), bump(b));
+      await Promise.all(jobs);
+      expect(await a.q.value('SELECT n FROM counter WHERE id = 1', [], true)).toBe(400n);
+      expect(a.stats.commits).toBeGreaterThan(0);
+      expect(b.stats.commits).toBeGreaterThan(0);
+    });
+  });
+
+  describe('transaction()', () => {
+    it('claims with FOR UPDATE SKIP LOCKED from two stores never hand out the same row', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      await a.q.run('CREATE TABLE queue (id BIGINT PRIMARY KEY, claimed_by TEXT)');
+      await a.q.run('INSERT INTO queue(id) SELECT g FROM generate_series(1, 120) g');
+      const claimed: Array<[number, string]> = [];
+      const worker = async (s: PostgresStore, name: string) => {
+        for (let round = 0; round < 100; round++) {
+          const ids = await s.transaction(async (tx) => {
+            const rows = await tx.all<{ id: number }>('SELECT id FROM queue WHERE claimed_by IS NULL ORDER BY id LIMIT 3 FOR UPDATE SKIP LOCKED');
+            await tx.value('SELECT pg_sleep(0.005)'); // hold the locks a while: the other workers must skip these rows
+            for (const r of rows) await tx.run('UPDATE queue SET claimed_by = ? WHERE id = ?', [name, r.id]);
+            return rows.map((r) => r.id);
+          });
+          if (!ids.length) return;
+          for (const id of ids) claimed.push([id, name]);
+        }
+      };
+      await Promise.all([worker(a, 'a1'), worker(a, 'a2'), worker(b, 'b1'), worker(b, 'b2')]);
+      const ids = claimed.map(([id]) => id);
+      expect(new Set(ids).size).toBe(ids.length);
+      expect(ids.sort((x, y) => x - y)).toEqual(Array.from({ length: 120 }, (_, i) => i + 1));
+      expect(new Set(claimed.map(([, w]) => w[0])).size).toBe(2); // both stores claimed some
+    });
+
+    it('does not take the write lock (a write batch elsewhere does not block it) and rolls back on throw', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      await a.q.run('CREATE TABLE t (id BIGINT PRIMARY KEY)');
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      let writing!: () => void;
+      const inBatch = new Promise<void>((r) => { writing = r; });
+      // a's batch holds the write lock until b's transaction is done; if transaction() took that lock, neither ends.
+      const w = a.write(async (tx) => {
+        await tx.run('INSERT INTO t(id) VALUES (1)');
+        writing();
+        await held;
+      });
+      await inBatch;
+      await b.transaction((tx) => tx.run('INSERT INTO t(id) VALUES (2)'));
+      release();
+      await w;
+      await expect(b.transaction(async (tx) => {
+        await tx.run('INSERT INTO t(id) VALUES (3)');
+        throw new Error('changed my mind');
+      })).rejects.toThrow('changed my mind');
+      expect(await a.q.all('SELECT id FROM t ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }]);
+    });
+  });
+
+  describe('invalidations', () => {
+    /** Subscribe and resolve once the LISTEN is in place (the listener says `*` when it starts listening). */
+    const listen = async (s: PostgresStore) => {
+      const got: Invalidation[] = [];
+      s.onInvalidate((inv) => got.push(inv));
+      await waitFor(() => got.some((i) => i.topic === '*'), 'LISTEN in place', 10_000, 10);
+      got.length = 0;
+      return got;
+    };
+
+    it('reach the other store within 1 s of the commit, not before it, never when rolled back', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      const atB = await listen(b);
+      const atA = await listen(a);
+
+      await a.write(async (tx) => {
+        await a.invalidate(tx, { topic: 'tokens', key: 'tok_1' });
+        await tx.value('SELECT pg_sleep(0.3)');
+        expect(atB).toEqual([]); // not before the commit
+      });
+      const committed = Date.now();
+      await waitFor(() => atB.length > 0, 'the invalidation at the other store', 1000, 5);
+      expect(Date.now() - committed).toBeLessThan(1000);
+      expect(atB).toEqual([{ topic: 'tokens', key: 'tok_1' }]);
+      await waitFor(() => atA.length > 0, 'the invalidation at its own store', 1000, 5); // this daemon included
+
+      await expect(a.write(async (tx) => {
+        await a.invalidate(tx, { topic: 'keys', key: 'rolled-back' });
+        throw new Error('no');
+      })).rejects.toThrow('no');
+      await b.write((tx) => b.invalidate(tx, { topic: 'control', key: 'after' }));
+      // Notifications arrive in commit order: once `after` is here, a rolled-back one would have been too.
+      await waitFor(() => atB.some((i) => i.key === 'after'), 'the later invalidation', 1000, 5);
+      expect(atB.map((i) => i.key)).toEqual(['tok_1', 'after']);
+    });
+
+    it('LISTEN comes back after its connection is killed, says * (caches drop), and hears later writes', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      const atB = await listen(b);
+      const killed = await a.q.value<number>(
+        "SELECT COUNT(pg_terminate_backend(pid)) FROM pg_stat_activity WHERE datname = current_database() AND query = 'LISTEN node_svc' AND pid <> pg_backend_pid()",
+      );
+      expect(killed).toBe(1);
+      await waitFor(() => atB.some((i) => i.topic === '*'), 'the * after the reconnect', 10_000, 10);
+      await a.write((tx) => a.invalidate(tx, { topic: 'nodes', key: 'node-a' }));
+      await waitFor(() => atB.some((i) => i.key === 'node-a'), 'an invalidation after the reconnect', 2000, 5);
+    });
+  });
+
+  describe('migrations', () => {
+    it('bring a new database to the latest version; a second open changes nothing', async () => {
+      const url = await freshDb();
+      const s = await openAt(url);
+      expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
+      expect(LATEST).toBe(110);
+      expect(await s.q.value("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'leases'")).toBe(1);
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('kept', 1)");
+      const again = await openAt(url);
+      expect(await again.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
+      expect(await again.q.value('SELECT COUNT(*) FROM nodes')).toBe(1);
+    });
+
+    it('two daemons starting together migrate once', async () => {
+      const url = await freshDb();
+      const stores = await Promise.all([openAt(url), openAt(url), openAt(url)]);
+      for (const s of stores) expect(await s.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
+      expect(await stores[0]!.q.value('SELECT COUNT(*) FROM node_svc_schema')).toBe(1);
+    });
+
+    it('refuse a database written by a newer node-svc, by name', async () => {
+      const url = await freshDb();
+      const s = await openAt(url);
+      await s.q.run('UPDATE node_svc_schema SET version = ?', [LATEST + 1000]);
+      const err = await openPostgresStore(url, { dataDir: root }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NodeSvcError);
+      expect((err as NodeSvcError).code).toBe('store');
+      expect((err as NodeSvcError).message).toBe(`this database was written by a newer node-svc (schema ${LATEST + 1000}; this build knows up to ${LATEST})`);
+    });
+
+    it('read-only: refuses pending migrations, reads a migrated database, cannot write', async () => {
+      const url = await freshDb();
+      const err = await openPostgresStore(url, { dataDir: root, readonly: true }).catch((e: unknown) => e);
+      expect((err as NodeSvcError).code).toBe('store');
+      expect((err as NodeSvcError).message).toMatch(/no node-svc tables/);
+      expect(await (await openAt(url)).q.value('SELECT COUNT(*) FROM nodes')).toBe(0); // nothing was created by the refused open
+      const ro = await openAt(url, { readonly: true });
+      expect(await ro.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
+      await expect(ro.q.run("INSERT INTO nodes(id, created_at) VALUES ('x', 1)")).rejects.toThrow(/read-only/);
+    });
+
+    it('give the same tables and columns as SQLite (same SQL runs on both)', async () => {
+      const s = await openAt(await freshDb());
+      const pgCols = new Map<string, string[]>();
+      for (const r of await s.q.all<{ t: string; c: string }>(
+        "SELECT table_name AS t, column_name AS c FROM information_schema.columns WHERE table_schema = 'public' ORDER BY table_name, ordinal_position",
+      )) pgCols.set(r.t, [...(pgCols.get(r.t) ?? []), r.c]);
+
+      const liteCols = await sqliteColumns(join(root, 'sqlite-parity'));
+      expect(pgCols.get('node_svc_schema')).toEqual(['version']); // PostgreSQL's PRAGMA user_version
+      pgCols.delete('node_svc_schema');
+      expect([...pgCols.keys()].sort()).toEqual([...liteCols.keys()].sort());
+      for (const [table, cols] of liteCols) {
+        // SQLite's rowid is implicit; the tables whose SQL walks it have a real column of that name here.
+        const extra = ['deliveries', 'delivery_attempts'].includes(table) ? ['rowid'] : [];
+        expect([...pgCols.get(table)!].sort(), table).toEqual([...cols, ...extra].sort());
+      }
+    });
+  });
+
+  describe('secrets and connection errors', () => {
+    const password = () => decodeURIComponent(new URL(base).password);
+    const refusal = async (url: string) => {
+      const err = await openPostgresStore(url, { dataDir: root }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NodeSvcError);
+      return err as NodeSvcError;
+    };
+    const shown = (e: NodeSvcError) => [e.message, e.hint ?? '', String(e), e.stack ?? '', JSON.stringify(e), JSON.stringify(e.extra)].join('\n');
+
+    it('never show the password: wrong password, nothing listening, no such database', async () => {
+      const url = await freshDb();
+      const wrong = new URL(url);
+      wrong.password = 'Wr0ng-S3cret-pw!';
+      const bad = await refusal(wrong.toString());
+      expect(bad.message).toMatch(/password authentication failed/);
+      expect(bad.message).toContain(`127.0.0.1:${new URL(url).port}/`);
+      expect(shown(bad)).not.toContain('Wr0ng-S3cret-pw');
+
+      const closedPort = new URL(url);
+      closedPort.port = String(await freeClosedPort());
+      const refused = await refusal(closedPort.toString());
+      expect(refused.message).toMatch(/connection refused/);
+      expect(refused.message).toContain(`127.0.0.1:${closedPort.port}`);
+
+      const nodb = await refusal(databaseUrl(base, 'no_such_database_here'));
+      expect(nodb.message).toMatch(/database "no_such_database_here" does not exist/);
+      for (const e of [refused, nodb]) {
+        expect(shown(e)).not.toContain(password());
+        expect(shown(e)).not.toContain(encodeURIComponent(password()));
+      }
+    });
+
+    it('describe the store without password or query', async () => {
+      const url = await freshDb();
+      const s = await openAt(`${url}?application_name=probe&sslmode=disable`);
+      expect(s.description).toBe(`postgres://node_svc@127.0.0.1:${new URL(url).port}${new URL(url).pathname}`);
+      expect(s.description).not.toContain(password());
+      expect(await s.q.value('SELECT current_setting(?)', ['application_name'])).toBe('probe');
+    });
+
+    it('answer 503 naming the database while it cannot be reached, then go on', async () => {
+      const url = await freshDb();
+      const name = new URL(url).pathname.slice(1);
+      const s = await openAt(url);
+      await s.q.run('CREATE TABLE t (id BIGINT)');
+      const admin = async (sql: string) => {
+        const c = new pg.Client({ connectionString: base });
+        await c.connect();
+        await c.query(sql).finally(() => c.end());
+      };
+      await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS false`);
+      await admin(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '${name}'`);
+      const down = await waitFor(async () => s.q.value('SELECT COUNT(*) FROM t').then(() => undefined, (e: unknown) => e), 'a refused query', 5000);
+      expect(down).toBeInstanceOf(NodeSvcError);
+      expect((down as NodeSvcError).code).toBe('unavailable');
+      expect((down as NodeSvcError).status).toBe(503);
+      expect((down as NodeSvcError).message).toContain(`127.0.0.1:${new URL(url).port}/${name}`);
+      expect(shown(down as NodeSvcError)).not.toContain(password());
+      await expect(s.write((tx) => tx.run('INSERT INTO t(id) VALUES (1)'))).rejects.toMatchObject({ code: 'unavailable' });
+      await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
+      await waitFor(async () => (await s.q.value('SELECT COUNT(*) FROM t').catch(() => -1)) === 0, 'queries once the database is back', 5000);
+    });
+
+    it.skipIf(!!shared)('come back after the server restarts (pool and LISTEN)', async () => {
+      const url = await freshDb();
+      const s = await openAt(url);
+      const got: Invalidation[] = [];
+      s.onInvalidate((inv) => got.push(inv));
+      await waitFor(() => got.some((i) => i.topic === '*'), 'LISTEN in place', 10_000, 10);
+      got.length = 0;
+      await server!.restart();
+      await waitFor(async () => (await s.q.value('SELECT 1').catch(() => 0)) === 1, 'queries after the restart', 10_000);
+      await waitFor(() => got.some((i) => i.topic === '*'), 'LISTEN again after the restart', 10_000, 10);
+      await s.write((tx) => s.invalidate(tx, { topic: 'streams', key: 'after-restart' }));
+      await waitFor(() => got.some((i) => i.key === 'after-restart'), 'an invalidation after the restart', 2000, 5);
+    });
+  });
+
+  describe('URL settings (TLS and fail-closed parsing)', () => {
+    it('map sslmode as libpq does, and verify-full checks the host name', () => {
+      const ssl = (q: string, host = 'db.example.com') => parsePostgresUrl(`postgres://u:p@${host}:5432/d?${q}`).config.ssl;
+      expect(ssl('sslmode=disable')).toBe(false);
+      expect(ssl('', '127.0.0.1')).toBe(false);
+      expect(ssl('sslmode=require')).toEqual({ rejectUnauthorized: false });
+      const full = ssl('sslmode=verify-full') as { rejectUnauthorized: boolean; checkServerIdentity?: unknown };
+      expect(full.rejectUnauthorized).toBe(true);
+      expect(full.checkServerIdentity).toBeUndefined(); // Node's own: the certificate must name the host
+      const ca = join(root, 'ca.pem');
+      return import('node:fs/promises').then(async ({ writeFile }) => {
+        await writeFile(ca, '-----BEGIN CERTIFICATE-----\nnot checked here\n-----END CERTIFICATE-----\n');
+        const vca = ssl(`sslmode=verify-ca&sslrootcert=${ca}`) as { ca: string; rejectUnauthorized: boolean; checkServerIdentity: () => unknown };
+        expect(vca.ca).toContain('BEGIN CERTIFICATE');
+        expect(vca.rejectUnauthorized).toBe(true);
+        expect(vca.checkServerIdentity()).toBeUndefined(); // chain checked, name not
+        const vfull = ssl(`sslmode=verify-full&sslrootcert=${ca}`) as { ca: string; checkServerIdentity?: unknown };
+        expect(vfull.ca).toContain('BEGIN CERTIFICATE');
+        expect(vfull.checkServerIdentity).toBeUndefined();
+      });
+    });
+
+    it('refuse what would silently weaken the connection, without echoing the URL', () => {
+      const refuse = (url: string, re: RegExp) => {
+        let err: unknown;
+        try {
+          parsePostgresUrl(url);
+        } catch (e) {
+          err = e;
+        }
+        expect(err).toBeInstanceOf(NodeSvcError);
+        expect((err as Error).message).toMatch(re);
+        expect((err as Error).message).not.toContain('hunter2');
+      };
+      refuse('postgres://u:hunter2@db.example.com/d', /remote host db\.example\.com without sslmode/);
+      refuse('postgres://u:hunter2@db.example.com/d?sslmode=prefer', /sslmode=prefer/);
+      refuse('postgres://u:hunter2@db.example.com/d?sslmode=verify-ca', /verify-ca needs sslrootcert/);
+      refuse('postgres://u:hunter2@db.example.com/d?ssl_mode=verify-full', /unknown parameter "ssl_mode"/);
+      refuse('postgres://u:hunter2@db.example.com/d?sslmode=verify-fulll', /unknown sslmode/);
+      refuse('postgres://u:hunter2@db.example.com/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem', /cannot read .*sslrootcert/);
+      refuse('mysql://u:hunter2@db.example.com/d', /must start with postgres:\/\//);
+      refuse('postgres://u:hunter2@[bad', /not a valid postgres:\/\/ URL/);
+    });
+  });
+});
+
+/** Every table's columns in a SQLite store migrated by openStore (sync or async shape of db.ts). */
+async function sqliteColumns(dataDir: string): Promise<Map<string, string[]>> {
+  const store = (await (openStore as (d: string) => unknown)(dataDir)) as {
+    db?: { prepare(sql: string): { all(...a: unknown[]): unknown[] } };
+    q?: { all<T>(sql: string, p?: unknown[]): Promise<T[]> };
+    close(): unknown;
+  };
+  const all = async <T>(sql: string): Promise<T[]> => (store.db ? (store.db.prepare(sql).all() as T[]) : await store.q!.all<T>(sql, []));
+  try {
+    const out = new Map<string, string[]>();
+    const tables = await all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+    for (const { name } of tables) out.set(name, (await all<{ name: string }>(`SELECT name FROM pragma_table_xinfo('${name}')`)).map((c) => c.name));
+    return out;
+  } finally {
+    await store.close();
+  }
+}
+
+/** A loopback port nothing listens on (bound, then released). */
+async function freeClosedPort(): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((res) => {
+    const s = createServer().listen(0, '127.0.0.1', () => {
+      const p = (s.address() as { port: number }).port;
+      s.close(() => res(p));
+    });
+  });
+}
