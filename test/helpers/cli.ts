@@ -4,6 +4,7 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { storeUrlFor, testServerUrl } from './postgres.js';
 
 export const REPO_ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url)));
 export const BIN = join(REPO_ROOT, 'bin', 'node-svc');
@@ -23,11 +24,25 @@ export interface RunOptions {
   timeoutMs?: number;
 }
 
+/** The data dir a CLI run uses: its --data-dir, else NODE_SVC_DATA_DIR, else ./data (as the CLI resolves it). */
+export function dataDirOf(args: string[], env: Record<string, string | undefined>, cwd: string): string {
+  let flag: string | undefined;
+  for (let i = 0; i < args.length; i++) {
+    if (args[i] === '--data-dir' && args[i + 1] !== undefined) flag = args[i + 1];
+    else if (args[i]!.startsWith('--data-dir=')) flag = args[i]!.slice('--data-dir='.length);
+  }
+  return resolve(cwd, flag || env.NODE_SVC_DATA_DIR || 'data');
+}
+
 /** Run `node bin/node-svc ...args`; never rejects for a non-zero exit, only for failing to run at all. */
-export function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
+export async function runCli(args: string[], opts: RunOptions = {}): Promise<CliResult> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
   for (const [k, v] of Object.entries(opts.env ?? {})) if (v === undefined) delete env[k]; else env[k] = v;
+  // With the run's PostgreSQL server (NODE_SVC_TEST_STORE=postgres): the data dir's own database, unless the test
+  // chose a store itself.
+  if (testServerUrl() && !(opts.env && 'NODE_SVC_STORE' in opts.env))
+    env.NODE_SVC_STORE = await storeUrlFor(dataDirOf(args, opts.env ?? {}, opts.cwd ?? REPO_ROOT));
   return new Promise((resolvePromise, reject) => {
     const child = execFile(
       process.execPath,

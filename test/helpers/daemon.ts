@@ -3,6 +3,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { join } from 'node:path';
 import { BIN, cliFor, json, REPO_ROOT } from './cli.js';
 import { ISSUER, publicJwks, writeJwks, type KeyPair } from './issuer.js';
+import { storeUrlFor, testServerUrl } from './postgres.js';
 
 export interface RunningDaemon {
   /** `http://127.0.0.1:PORT`, as the daemon printed it. */
@@ -31,9 +32,12 @@ export interface DaemonOptions {
 const LISTENING_RE = /listening on (http:\/\/\S+)/;
 
 /** `node bin/node-svc --data-dir <dir> daemon --port 0 --rate-limit <n>`; resolves once it prints its URL. */
-export function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<RunningDaemon> {
+export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<RunningDaemon> {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
+  // With the run's PostgreSQL server (NODE_SVC_TEST_STORE=postgres): the data dir's own database, unless the test
+  // chose a store itself.
+  if (testServerUrl() && !(opts.env && 'NODE_SVC_STORE' in opts.env)) env.NODE_SVC_STORE = await storeUrlFor(dataDir);
   Object.assign(env, opts.env);
   const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', String(opts.rateLimit ?? 0), ...(opts.args ?? [])];
   const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });

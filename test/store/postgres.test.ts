@@ -10,7 +10,7 @@ import { openStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import type { Invalidation } from '../../src/store/sql.js';
-import { databaseUrl, ensureDatabase, pgAvailable, startPostgres, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
+import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 const LATEST = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -422,6 +422,26 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await waitFor(() => got.some((i) => i.topic === '*'), 'LISTEN again after the restart', 10_000, 10);
       await s.write((tx) => s.invalidate(tx, { topic: 'streams', key: 'after-restart' }));
       await waitFor(() => got.some((i) => i.key === 'after-restart'), 'an invalidation after the restart', 2000, 5);
+    });
+  });
+
+  describe('test helpers', () => {
+    it('give each data dir its own database, created once, and only when the run has a server', async () => {
+      const before = process.env[PG_URL_ENV];
+      try {
+        delete process.env[PG_URL_ENV];
+        expect(await storeUrlFor(join(root, 'd1'))).toBeUndefined(); // no server: the helpers change nothing
+        process.env[PG_URL_ENV] = base;
+        const one = await storeUrlFor(join(root, 'd1'));
+        expect(await storeUrlFor(join(root, 'x', '..', 'd1'))).toBe(one); // the same dir, however it is spelled
+        const two = await storeUrlFor(join(root, 'd2'));
+        expect(two).not.toBe(one);
+        const s = await openAt(two!);
+        expect(await s.q.value('SELECT current_database()')).toBe(databaseNameFor(join(root, 'd2')));
+      } finally {
+        if (before === undefined) delete process.env[PG_URL_ENV];
+        else process.env[PG_URL_ENV] = before;
+      }
     });
   });
 
