@@ -125,7 +125,7 @@ export async function storeUrlFor(dataDir: string): Promise<string | undefined> 
  * password (SCRAM) logins over TCP. A watchdog process stops the server and removes the dir if this process dies
  * without calling stop().
  */
-export async function startPostgres(): Promise<PostgresServer> {
+export async function startPostgres(opts: { tls?: { cert: string; key: string } } = {}): Promise<PostgresServer> {
   const avail = pgAvailable();
   if (!avail.ok) throw new Error(`cannot start PostgreSQL: ${avail.reason}`);
   const dir = mkdtempSync(join(tmpdir(), 'node-svc-pg-'));
@@ -158,12 +158,21 @@ export async function startPostgres(): Promise<PostgresServer> {
     run(join(PG_BIN, 'initdb'), ['-D', data, '-U', 'postgres', `--pwfile=${pwfile}`, '--auth-local=trust', '--auth-host=scram-sha-256', '-E', 'UTF8', '--locale=C', '--no-instructions']);
     rmSync(pwfile, { force: true });
     const port = await freePort();
-    const opts = [
+    const settings = [
       `-c listen_addresses=127.0.0.1`, `-c port=${port}`, `-c unix_socket_directories=${dir}`, `-c fsync=on`,
       `-c max_connections=400`, `-c shared_buffers=32MB`, `-c logging_collector=off`,
-    ].join(' ');
+    ];
+    if (opts.tls) {
+      // TLS offered (clients choose by sslmode); the key must be the server user's and 0600.
+      for (const [file, pem] of [['server.crt', opts.tls.cert], ['server.key', opts.tls.key]] as const) {
+        writeFileSync(join(dir, file), pem, { mode: 0o600 });
+        if (owner) chownSync(join(dir, file), owner.uid, owner.gid);
+      }
+      settings.push('-c ssl=on', `-c ssl_cert_file=${join(dir, 'server.crt')}`, `-c ssl_key_file=${join(dir, 'server.key')}`);
+    }
+    const options = settings.join(' ');
     const start = () => {
-      pgCtl('start', '-w', '-t', '60', '-l', join(dir, 'log'), '-o', opts);
+      pgCtl('start', '-w', '-t', '60', '-l', join(dir, 'log'), '-o', options);
       running = true;
     };
     start();

@@ -1,5 +1,7 @@
 // The PostgreSQL store (issue #15) against a real PostgreSQL 15 server: the run's (NODE_SVC_TEST_STORE=postgres) or
 // one started for this file. Skipped with a printed reason only where no server can start; never in CI.
+import { execFileSync } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -425,6 +427,50 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     });
   });
 
+  describe('TLS against a server whose certificate names "localhost" (a private CA)', () => {
+    let tls: PostgresServer | undefined;
+    let certs: { ca: string; otherCa: string };
+    let dbPath: string;
+    beforeAll(async () => {
+      certs = makeCerts(join(root, 'tls'));
+      tls = await startPostgres({ tls: { cert: readFileSync(join(root, 'tls', 'server.crt'), 'utf8'), key: readFileSync(join(root, 'tls', 'server.key'), 'utf8') } });
+      dbPath = new URL(await tls.createDatabase('tls_db')).pathname;
+    }, 120_000);
+    afterAll(async () => {
+      await tls?.stop();
+    }, 60_000);
+    const url = (host: string, query: string) => {
+      const u = new URL(tls!.baseUrl);
+      u.hostname = host;
+      u.pathname = dbPath;
+      u.search = query;
+      return u.toString();
+    };
+    const encrypted = async (s: PostgresStore) => s.q.value('SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()');
+    const refusedBy = async (u: string) => {
+      const err = await openPostgresStore(u, { dataDir: root }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(NodeSvcError);
+      expect((err as Error).message).not.toContain(tls!.password);
+      return (err as Error).message;
+    };
+
+    it('verify-full: TLS to the name on the certificate; refuses another name (127.0.0.1) and another CA', async () => {
+      const ok = await openAt(url('localhost', `sslmode=verify-full&sslrootcert=${certs.ca}`));
+      expect(await encrypted(ok)).toBe(1);
+      expect(await refusedBy(url('127.0.0.1', `sslmode=verify-full&sslrootcert=${certs.ca}`))).toMatch(/does not match certificate|not in the cert's list/i);
+      expect(await refusedBy(url('localhost', `sslmode=verify-full&sslrootcert=${certs.otherCa}`))).toMatch(/certificate/i);
+      expect(await refusedBy(url('localhost', 'sslmode=verify-full'))).toMatch(/certificate/i); // not a public CA's
+    });
+
+    it('verify-ca checks the chain but not the name; require encrypts without checking; disable is plain text', async () => {
+      expect(await encrypted(await openAt(url('127.0.0.1', `sslmode=verify-ca&sslrootcert=${certs.ca}`)))).toBe(1);
+      expect(await refusedBy(url('127.0.0.1', `sslmode=verify-ca&sslrootcert=${certs.otherCa}`))).toMatch(/certificate/i);
+      expect(await encrypted(await openAt(url('127.0.0.1', 'sslmode=require')))).toBe(1);
+      expect(await refusedBy(url('127.0.0.1', `sslmode=require&sslrootcert=${certs.otherCa}`))).toMatch(/certificate/i); // as libpq: a root cert makes require verify-ca
+      expect(await encrypted(await openAt(url('127.0.0.1', 'sslmode=disable')))).toBe(0);
+    });
+  });
+
   describe('test helpers', () => {
     it('give each data dir its own database, created once, and only when the run has a server', async () => {
       const before = process.env[PG_URL_ENV];
@@ -507,6 +553,20 @@ async function sqliteColumns(dataDir: string): Promise<Map<string, string[]>> {
   } finally {
     await store.close();
   }
+}
+
+/** A CA, a server certificate for DNS:localhost signed by it, and an unrelated CA (openssl, EC P-256). */
+function makeCerts(dir: string): { ca: string; otherCa: string } {
+  mkdirSync(dir, { recursive: true });
+  const ssl = (...args: string[]) => execFileSync('openssl', args, { cwd: dir, stdio: 'pipe' });
+  const ec = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
+  for (const ca of ['ca', 'other-ca'])
+    ssl('req', '-x509', ...ec, '-keyout', `${ca}.key`, '-out', `${ca}.crt`, '-days', '2', '-subj', `/CN=node-svc test ${ca}`,
+      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign');
+  ssl('req', ...ec, '-keyout', 'server.key', '-out', 'server.csr', '-subj', '/CN=localhost');
+  writeFileSync(join(dir, 'ext.cnf'), 'subjectAltName=DNS:localhost\nbasicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n');
+  ssl('x509', '-req', '-in', 'server.csr', '-CA', 'ca.crt', '-CAkey', 'ca.key', '-CAcreateserial', '-out', 'server.crt', '-days', '2', '-extfile', 'ext.cnf');
+  return { ca: join(dir, 'ca.crt'), otherCa: join(dir, 'other-ca.crt') };
 }
 
 /** A loopback port nothing listens on (bound, then released). */
