@@ -178,6 +178,8 @@ export function compileSql(sql: string): Compiled {
       out += sql.slice(i, end);
       i = end;
     } else if (c === '?') {
+      // SQLite's ?NNN would become $n followed by digits: a different parameter, silently.
+      if (/[0-9]/.test(sql[i + 1] ?? '')) throw new Error('numbered ?NNN parameters are not supported: use ? or @name');
       out += `$${++positional}`;
       i++;
     } else if (c === '@' && /[A-Za-z_]/.test(sql[i + 1] ?? '')) {
@@ -331,10 +333,14 @@ class PgStore implements PostgresStore {
   wrap(err: unknown): unknown {
     if (err instanceof NodeSvcError) return err;
     if (isConnectionError(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`);
-    const e = err as Error;
+    const e = err as Error & { detail?: unknown; where?: unknown };
     if (e && typeof e.message === 'string') {
       const clean = this.redact(e.message);
       if (clean !== e.message) e.message = clean;
+      // PostgreSQL's detail can quote a whole row ("Failing row contains (…)"), secrets included: an error is logged,
+      // so it never carries row values. code, constraint, table and column stay to tell what failed.
+      if (e.detail !== undefined) e.detail = undefined;
+      if (e.where !== undefined) e.where = undefined;
     }
     return err;
   }

@@ -57,6 +57,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(compileSql(`SELECT 'it''s ? @x' AS s, "odd?col" FROM t -- why? @y\nWHERE a = ?`).text).toBe(`SELECT 'it''s ? @x' AS s, "odd?col" FROM t -- why? @y\nWHERE a = $1`);
       expect(compileSql('SELECT 1 FROM t WHERE a @> b').text).toBe('SELECT 1 FROM t WHERE a @> b'); // an operator, not a name
       expect(() => compileSql('SELECT ? , @a')).toThrow(/mixes/);
+      expect(() => compileSql('SELECT ?1')).toThrow(/numbered/);
     });
 
     it('binds both styles and gives results as SQLite does: integers, BigInt when safe, booleans 1/0', async () => {
@@ -379,6 +380,19 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         expect(shown(e)).not.toContain(password());
         expect(shown(e)).not.toContain(encodeURIComponent(password()));
       }
+    });
+
+    it("never carry a row's values (a secret in a refused row) in a statement's error", async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 1)");
+      const row = { id: 'whk_1', node_id: 'n1', url: 'http://127.0.0.1:9/', events: '*', schema_version: '9.9.9', description: null, status: 'active', secret: 'whsec_DoNotLogMe', created_at: 1, updated_at: 1 };
+      const err = await s.write((tx) => tx.run(
+        'INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at) VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @updated_at)',
+        row,
+      )).catch((e: unknown) => e as Error & { code?: string; constraint?: string });
+      expect(err.code).toBe('23514'); // check_violation: the schema version is refused
+      expect(err.constraint).toMatch(/schema_version/);
+      expect([err.message, JSON.stringify(err), String(err.stack)].join('\n')).not.toContain('whsec_DoNotLogMe');
     });
 
     it('describe the store without password or query', async () => {
