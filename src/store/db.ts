@@ -27,6 +27,8 @@ export interface SqliteStore extends Store {
   readonly dialect: 'sqlite';
   /** The writer connection (migrations, backup, tests); statements of the store run through `q` and `write`. */
   readonly db: Db;
+  /** Both connections (the writer, and the reader once opened): tests read every prepared statement's plan. */
+  connections(): Db[];
   readonly path: string;
 }
 
@@ -250,6 +252,7 @@ function sqliteStore(db: Db, dataDir: string, path: string, readonly: boolean): 
     dataDir,
     path,
     q,
+    connections: () => (reader ? [db, reader] : [db]),
     write,
     transaction: (fn) => (readonly ? write(fn) : queue.write(fn, false)),
     stats: queue.stats,
@@ -284,8 +287,9 @@ export function stmt(db: Db, sql: string, safe = false, pluck = false): BetterSq
   return s;
 }
 
-/** The SQL of every statement prepared through stmt() on `db` so far (a test checks each one's query plan). */
-export const preparedSql = (db: Db): string[] => [...new Set([...(statements.get(db)?.keys() ?? [])].map((k) => k.replace(/^(safe:)?(pluck:)?/, '')))];
+/** The SQL of every statement prepared on the store's connections so far (a test checks each one's query plan). */
+export const preparedSql = (store: SqliteStore): string[] =>
+  [...new Set(store.connections().flatMap((db) => [...(statements.get(db)?.keys() ?? [])]).map((k) => k.replace(/^(safe:)?(pluck:)?/, '')))];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 
