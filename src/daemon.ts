@@ -7,7 +7,8 @@ import { createApp } from './api/app.js';
 import { log } from './log.js';
 import { DEFAULT_SERVICE_CONFIG, NO_RAIL, type Deps, type ServiceConfig } from './service/deps.js';
 import { Keyring } from './service/keyring.js';
-import { openStore, type Store } from './store/db.js';
+import { openStore } from './store/open.js';
+import type { Store } from './store/sql.js';
 import { lockDataDir } from './store/lock.js';
 import { parseDuration } from './domain/duration.js';
 import { refreshUrlKeys } from './service/admin.js';
@@ -21,6 +22,8 @@ import { Pruner } from './ops/retention.js';
 
 export interface DaemonOptions {
   dataDir: string;
+  /** A PostgreSQL URL shared with other daemons; undefined: SQLite in the data dir (one daemon per data dir). */
+  store?: string;
   host: string;
   port: number;
   rateLimit: number;
@@ -82,12 +85,13 @@ function boundHeapGrowth(): void {
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   boundHeapGrowth();
-  const store = openStore(o.dataDir);
-  let unlock: () => void;
+  const store = await openStore({ dataDir: o.dataDir, store: o.store });
+  // SQLite: one daemon per data dir. PostgreSQL: any number of daemons share the database (leases, not a lock file).
+  let unlock: () => void = () => undefined;
   try {
-    unlock = lockDataDir(o.dataDir);
+    if (store.dialect === 'sqlite') unlock = lockDataDir(o.dataDir);
   } catch (err) {
-    store.close();
+    await store.close();
     throw err;
   }
   const config = { ...DEFAULT_SERVICE_CONFIG, ...(o.rail ? { settlementStuckMs: o.rail.policy.stuckAfterMs } : {}), ...o.service };
@@ -125,7 +129,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   } catch (err) {
     // Expected at a start (port taken, address not ours): say which, and leave no lock file behind.
     await Promise.all([o.rail?.rail.close()]).catch(() => undefined);
-    store.close();
+    await store.close();
     unlock();
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : code === 'EACCES' ? 'needs privileges (ports below 1024)' : `cannot be listened on (${code ?? (err as Error).message})`;
@@ -134,11 +138,11 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const addr = server.address() as AddressInfo;
   const host = addr.family === 'IPv6' ? `[${addr.address}]` : addr.address;
   const url = `http://${host}:${addr.port}`;
-  worker.start();
+  await worker.start();
   settler?.start();
   pruner.start();
   const keysTimer = startKeyRefresh(store, keyRefresh);
-  log.info('daemon started', { url, dataDir: o.dataDir, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
+  log.info('daemon started', { url, dataDir: o.dataDir, store: store.description, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
   return {
     url,
@@ -151,8 +155,8 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
           clearInterval(keysTimer);
-          Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(() => {
-            store.close();
+          Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
+            await store.close().catch(() => undefined);
             unlock();
             log.info('daemon stopped');
             resolve();

@@ -59,7 +59,7 @@ export function createApp(d: Deps, opts: AppOptions) {
     const status = c.res.status;
     metrics.requests.incById(`${method} ${status} ${route}`, () => ({ route, method, status: String(status) }));
   });
-  app.get('/metrics', (c) => c.body(renderMetrics(opsGauges(d)), 200, { 'content-type': 'text/plain; version=0.0.4' }));
+  app.get('/metrics', async (c) => c.body(await renderMetrics(opsGauges(d)), 200, { 'content-type': 'text/plain; version=0.0.4' }));
 
   // The same verdict as `node-svc status`: 200 while it serves (ok or degraded, with the reasons), 503 when down.
   app.get('/healthz', async (c) => {

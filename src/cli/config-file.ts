@@ -12,7 +12,7 @@ export const CONFIG_KEYS: Record<string, Kind> = {
   host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer', retention: 'string',
   webhookAllow: 'list', webhookDeny: 'list', maxSubscriptions: 'integer', maxRedeliveries: 'integer', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
   contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
-  cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string',
+  cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string',
 };
 
 // Values the daemon would refuse later (naming the flag, one at a time): checked here so every problem is named at once.

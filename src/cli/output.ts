@@ -17,6 +17,8 @@ export const FORMATS: Format[] = ['table', 'json', 'jsonl'];
 
 export interface GlobalOptions {
   dataDir?: string;
+  /** --store: a PostgreSQL URL (a secret: never printed). */
+  store?: string;
   url?: string;
   token?: string;
   json?: boolean;

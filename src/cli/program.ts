@@ -12,6 +12,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .description('Allowance verification, stream finality and signed webhooks for serviceNodes')
     .version(VERSION, '-V, --version')
     .addOption(new Option('--data-dir <dir>', 'data directory (beats env NODE_SVC_DATA_DIR; default ./data)'))
+    .addOption(new Option('--store <url>', 'postgres://… database shared by several daemons (beats env NODE_SVC_STORE and config `store`; default: SQLite in the data dir)'))
     .addOption(new Option('--url <url>', 'daemon URL for client commands').env('NODE_SVC_URL').default('http://127.0.0.1:8787'))
     .addOption(new Option('--token <token>', 'bearer token for client commands').env('NODE_SVC_TOKEN'))
     .option('--json', 'print JSON (the default when stdout is not a terminal)')

@@ -8,9 +8,9 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
-import type { Store } from '../store/db.js';
+import type { Sql, Store } from '../store/sql.js';
 import { onEventRecorded } from '../store/events.js';
-import { claimDue, nextDueWithRoom, recordAttempt, releaseStaleLeases, subscriptions, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
+import { claimDue, nextDueWithRoom, recordAttempt, releaseStaleLeases, subscriptions, subscriptionsChanged, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
 import { DEFAULT_RETRY_SCHEDULE_S, DISABLE_AFTER_FAILING_MS, parseRetryAfter, retryDelayMs } from './schedule.js';
 import { serviceSignature, standardSignature } from './sign.js';
 import { targetPolicy, type TargetPolicy } from './target.js';
@@ -37,6 +37,8 @@ interface Result extends AttemptRecord {
 }
 
 const MAX_IDLE_WAIT_MS = 60_000;
+/** With a shared store (PostgreSQL): the longest an idle worker waits before looking for due deliveries again. */
+const SHARED_IDLE_WAIT_MS = 1000;
 /** Attempt results are written in groups: at this many, or FLUSH_DELAY_MS after the first, whichever is sooner. */
 const FLUSH_BATCH = 64;
 const FLUSH_DELAY_MS = 2;
@@ -59,7 +61,10 @@ export class DeliveryWorker {
   #flushTimer: NodeJS.Timeout | undefined;
   #closed = false;
   readonly #urls = new Map<string, URL>();
-  readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0 };
+  /** stale: results refused by the fence (the lease was taken over meanwhile). */
+  readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0, stale: 0 };
+  #pumping = false;
+  #again = false;
 
   constructor(opts: WorkerOptions) {
     this.#o = {
@@ -80,10 +85,19 @@ export class DeliveryWorker {
     this.#https = new HttpsAgent(agentOpts);
   }
 
-  start(): void {
-    const released = releaseStaleLeases(this.#o.store.db, this.#o.now());
-    if (released) log.info('resending deliveries interrupted by the previous run', { count: released });
-    this.#unsubscribe = onEventRecorded(() => this.wake());
+  async start(): Promise<void> {
+    // SQLite: the data dir is this process's alone, so every unrecorded claim was the previous run's. PostgreSQL:
+    // another daemon may be sending right now; its leases simply run out if it died.
+    if (this.#o.store.dialect === 'sqlite') {
+      const released = await releaseStaleLeases(this.#o.store.q, this.#o.now());
+      if (released) log.info('resending deliveries interrupted by the previous run', { count: released });
+    }
+    const offEvents = onEventRecorded(() => this.wake());
+    // Subscriptions changed through another daemon: the claim reads them again (and looks for work now).
+    const offInvalidate = this.#o.store.onInvalidate((inv) => {
+      if (inv.topic === 'subscriptions' || inv.topic === '*') { subscriptionsChanged(); this.wake(); }
+    });
+    this.#unsubscribe = () => { offEvents(); offInvalidate(); };
     this.wake(); // deliveries left by a previous run (expired leases included) are due now
   }
 
@@ -101,21 +115,27 @@ export class DeliveryWorker {
   #pump(): void {
     this.#scheduled = false;
     if (this.#closed) return;
+    if (this.#pumping) { this.#again = true; return; } // one pump at a time: its claim and its counts go together
+    this.#pumping = true;
+    this.#pumpOnce().finally(() => {
+      this.#pumping = false;
+      if (this.#again) { this.#again = false; this.#pumpSoon(); }
+    });
+  }
+
+  async #pumpOnce(): Promise<void> {
     if (this.#timer) { clearTimeout(this.#timer); this.#timer = undefined; }
-    const db = this.#o.store.db;
     const now = this.#o.now();
     const room = this.#stopping ? 0 : this.#o.concurrency - this.#inFlight;
     const flush = this.#results.length >= FLUSH_BATCH || (this.#stopping && this.#results.length > 0);
     let claimed: ClaimedDelivery[] = [];
     try {
       if (flush) {
-        // Attempt records are durable (synchronous=FULL): one fsync for the whole group, claims ride along.
-        claimed = this.#recordResults(() => (room > 0 ? this.#claim(now, room) : []));
+        // Attempt records are durable: one commit for the whole group, claims ride along.
+        claimed = await this.#recordResults(async (tx) => (room > 0 ? this.#claim(tx, now, room) : []));
       } else if (room > 0) {
         // A lease lost in a crash only means a resend, which at-least-once allows: no fsync on the send path.
-        claimed = withSynchronous(db, 'NORMAL', () =>
-          db.transaction(() => this.#claim(now, room)).immediate(),
-        );
+        claimed = await this.#o.store.transaction((tx) => this.#claim(tx, now, room));
       }
     } catch (err) {
       log.error('delivery pump failed; retrying in 1 s', { error: (err as Error).message });
@@ -131,61 +151,75 @@ export class DeliveryWorker {
     }
     if (claimed.length && claimed.length === room) return; // more may be due: the completions pump again
     // Subscriptions at their budget are left out: a completion pumps for them.
-    const next = nextDueWithRoom(db, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode });
-    if (next !== null) {
-      const wait = Math.min(MAX_IDLE_WAIT_MS, Math.max(0, next - this.#o.now()));
-      this.#timer = setTimeout(() => this.wake(), wait === 0 ? 10 : wait);
+    let next: number | null;
+    try {
+      next = await nextDueWithRoom(this.#o.store.q, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode }, this.#o.store);
+    } catch (err) {
+      log.error('delivery pump failed; retrying in 1 s', { error: (err as Error).message });
+      next = this.#o.now() + 1000;
     }
+    // PostgreSQL: other daemons record events this one is not told of, and a dead daemon's leases run out: look at
+    // least every second.
+    const idle = this.#o.store.dialect === 'postgres' ? SHARED_IDLE_WAIT_MS : MAX_IDLE_WAIT_MS;
+    const wait = next === null ? idle : Math.min(idle, Math.max(0, next - this.#o.now()));
+    if (next !== null || this.#o.store.dialect === 'postgres') this.#timer = setTimeout(() => this.wake(), wait === 0 ? 10 : wait);
   }
 
   #limits() {
     return { concurrency: this.#o.concurrency, perNode: this.#o.perNode, perSubscription: this.#o.perSubscription };
   }
 
-  #claim(now: number, room: number): ClaimedDelivery[] {
-    return claimDue(this.#o.store.db, now, this.#leaseMs(), room, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode }, this.#turn++);
+  #claim(tx: Sql, now: number, room: number): Promise<ClaimedDelivery[]> {
+    return claimDue(tx, now, this.#leaseMs(), room, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode }, this.#turn++, this.#o.store);
   }
 
+  /**
+   * How long a claim holds a delivery: the attempt's timeout, then time to record it. When it runs out (its daemon
+   * died) any daemon claims it again; the dead claim's result, should it ever arrive, is refused by the fence.
+   */
   #leaseMs(): number {
-    return this.#o.timeoutMs * 2 + 60_000;
+    return this.#o.timeoutMs * 2 + 10_000;
   }
 
   #flushNow(): void {
     this.#flushTimer = undefined;
     if (this.#closed || !this.#results.length) return;
-    try {
-      this.#recordResults(() => undefined);
-    } catch (err) {
-      log.error('could not record delivery attempts; retrying', { error: (err as Error).message });
-      this.#flushTimer = setTimeout(() => this.#flushNow(), 100);
-      return;
-    }
-    this.#pumpSoon(); // retries just got their next time: re-arm the timer for the earliest due row
+    this.#recordResults(async () => undefined).then(
+      () => this.#pumpSoon(), // retries just got their next time: re-arm the timer for the earliest due row
+      (err: unknown) => {
+        log.error('could not record delivery attempts; retrying', { error: (err as Error).message });
+        this.#flushTimer = setTimeout(() => this.#flushNow(), 100);
+      },
+    );
   }
 
   /** One write transaction: the buffered attempt results, then `fn`. On failure the results stay buffered. */
-  #recordResults<T>(fn: () => T): T {
+  async #recordResults<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     const batch = this.#results;
     this.#results = [];
     try {
-      return this.#o.store.db.transaction(() => {
-        this.#write(batch);
-        return fn();
-      }).immediate();
+      return await this.#o.store.write(async (tx) => {
+        await this.#write(tx, batch);
+        return fn(tx);
+      });
     } catch (err) {
       this.#results = batch.concat(this.#results);
       throw err;
     }
   }
 
-  #write(batch: Result[]): void {
-    const db = this.#o.store.db;
+  async #write(tx: Sql, batch: Result[]): Promise<void> {
     for (const r of batch) {
-      recordAttempt(db, r);
-      if (r.outcome === 'delivered') subscriptions.succeeded(db, r.subscriptionId, r.at);
-      else subscriptions.failed(db, r.subscriptionId, r.at);
+      // Fenced: a claim taken over by another daemon (its lease ran out) records nothing.
+      if (!(await recordAttempt(tx, r))) {
+        this.stats.stale++;
+        log.warn('delivery result not recorded: its lease was taken over', { delivery: r.deliveryId, attempt: r.attempt });
+        continue;
+      }
+      if (r.outcome === 'delivered') await subscriptions.succeeded(tx, r.subscriptionId, r.at);
+      else await subscriptions.failed(tx, r.subscriptionId, r.at);
       if (r.disable) {
-        subscriptions.setStatus(db, r.subscriptionId, 'disabled', r.disable, r.at);
+        await subscriptions.setStatus(tx, r.subscriptionId, 'disabled', r.disable, r.at);
         log.warn('webhook subscription disabled', { subscription: r.subscriptionId, reason: r.disable });
       }
     }
@@ -296,8 +330,9 @@ export class DeliveryWorker {
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
     if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
+    if (this.#pumping) await new Promise<void>((resolve) => { const t = setInterval(() => { if (!this.#pumping) { clearInterval(t); resolve(); } }, 5); });
     try {
-      this.#recordResults(() => undefined);
+      await this.#recordResults(async () => undefined);
     } catch (err) {
       log.error('could not record the last delivery attempts; they will be resent', { error: (err as Error).message });
     }
@@ -314,14 +349,4 @@ function errorText(err: unknown): string {
   const code = e?.code ?? e?.cause?.code;
   const msg = (e?.cause?.message ?? e?.message ?? 'error').slice(0, 300);
   return redactUrls(code ? `${code}: ${msg}` : msg); // stored and shown: never a target's query or userinfo
-}
-
-/** Run `fn` with PRAGMA synchronous set to `level`, then put FULL back (nothing else runs in between). */
-function withSynchronous<T>(db: Store['db'], level: 'NORMAL', fn: () => T): T {
-  db.pragma(`synchronous = ${level}`);
-  try {
-    return fn();
-  } finally {
-    db.pragma('synchronous = FULL');
-  }
 }

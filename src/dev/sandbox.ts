@@ -15,7 +15,7 @@ import type { SandboxChain } from '../rails/escrow/sandbox.js';
 import { createClient, type Client } from '../sdk/client.js';
 import { createConsumer } from '../sdk/consumer.js';
 import { addKeys, addNode, rotateToken } from '../service/admin.js';
-import { openStore } from '../store/db.js';
+import { openSqliteStore as openStore } from '../store/db.js';
 import { nodes } from '../store/admin.js';
 import { loadState, newState, publicJwk, saveState, type SandboxState } from './state.js';
 import { mintCredential, mintVoucher } from './mint.js';
@@ -39,36 +39,36 @@ export interface Sandbox {
 }
 
 /** Prepare the data dir (first run) and return the state. */
-function prepare(dataDir: string): SandboxState {
+async function prepare(dataDir: string): Promise<SandboxState> {
   const store = openStore(dataDir);
   try {
     let st = loadState(dataDir);
     if (!st) {
-      if (nodes.list(store.db).length) throw new NodeSvcError('config', `${dataDir} holds a store that is not a sandbox`, { hint: 'pass another --data-dir for `node-svc dev` (default ./data/sandbox)' });
+      if ((await nodes.list(store.q)).length) throw new NodeSvcError('config', `${dataDir} holds a store that is not a sandbox`, { hint: 'pass another --data-dir for `node-svc dev` (default ./data/sandbox)' });
       st = newState();
-      addNode(store, st.node);
+      await addNode(store, st.node);
       const jwk = { ...publicJwk(st.issuer.privateJwk), kid: st.issuer.kid, alg: 'EdDSA', use: 'sig' };
-      addKeys(store, st.issuer.iss, { keys: [jwk] }, 'node-svc dev');
+      await addKeys(store, st.issuer.iss, { keys: [jwk] }, 'node-svc dev');
     }
     st.runs += 1;
     saveState(dataDir, st);
     return st;
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
 export async function startSandbox(o: DevOptions): Promise<Sandbox> {
-  const st = prepare(o.dataDir);
+  const st = await prepare(o.dataDir);
   const rails = o.mode === 'card' ? await cardRail(o.dataDir) : await escrowRail(o.dataDir, st);
 
   let token: string;
   {
     const store = openStore(o.dataDir);
     try {
-      token = rotateToken(store, st.node).token; // shown each run: the previous one stops working
+      token = (await rotateToken(store, st.node)).token; // shown each run: the previous one stops working
     } finally {
-      store.close();
+      await store.close();
     }
   }
   const rail = await railFromFlags(rails.flags, {});

@@ -60,13 +60,13 @@ export const metrics = {
 export interface Gauge {
   name: string;
   help: string;
-  read(): number | Array<{ labels: Labels; value: number }>;
+  read(): Promise<number | Array<{ labels: Labels; value: number }>>;
 }
 
-export function renderMetrics(gauges: Gauge[]): string {
+export async function renderMetrics(gauges: Gauge[]): Promise<string> {
   const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.settlements.render()];
   for (const g of gauges) {
-    const v = g.read();
+    const v = await g.read();
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];
     if (typeof v === 'number') lines.push(`${g.name} ${v}`);
     else for (const x of v) lines.push(`${g.name}{${key(x.labels)}} ${x.value}`);

@@ -1,7 +1,7 @@
 // The daemon's pruner: deletes delivered history older than the retention period in small batches, each its own
 // short transaction, yielding to the event loop between batches so the paid path never waits long behind it.
 import { log } from '../log.js';
-import type { Store } from '../store/db.js';
+import type { Store } from '../store/sql.js';
 import { pruneDeliveries, pruneEvents, type PruneCount } from '../store/retention.js';
 
 export const DEFAULT_RETENTION_MS = 30 * 86_400_000;
@@ -63,7 +63,6 @@ export class Pruner {
     const got: PruneCount = { deliveries: 0, attempts: 0, events: 0 };
     if (this.#o.retentionMs <= 0) return got;
     const horizon = this.#o.now() - this.#o.retentionMs;
-    const db = this.#o.store.db;
     try {
       if (this.#o.now() - this.#from.reset >= 86_400_000) this.#from = { deliveries: 0, events: 0, reset: this.#o.now() };
       // Deliveries first: an event goes only once no delivery points at it.
@@ -71,7 +70,7 @@ export class Pruner {
         for (;;) {
           if (this.#stopped) return got;
           const after = this.#from[phase];
-          const r = this.#timed(phase, (n) => (phase === 'deliveries' ? pruneDeliveries : pruneEvents)(db, horizon, after, n), (x) => (x.done ? 0 : Infinity));
+          const r = await this.#timed(phase, (n) => this.#o.store.write((tx) => (phase === 'deliveries' ? pruneDeliveries : pruneEvents)(tx, horizon, after, n)), (x) => (x.done ? 0 : Infinity));
           got.deliveries += r.deliveries;
           got.attempts += r.attempts;
           got.events += r.events;
@@ -94,10 +93,10 @@ export class Pruner {
    * Run one batch and size the next one so a batch takes about TARGET_BATCH_MS: scaled by the time this one took,
    * growing (by a quarter at most) only after a batch that had a full batch of work.
    */
-  #timed<T>(phase: 'deliveries' | 'events', fn: (rows: number) => T, work: (r: T) => number): T {
+  async #timed<T>(phase: 'deliveries' | 'events', fn: (rows: number) => Promise<T>, work: (r: T) => number): Promise<T> {
     const size = this.#size[phase];
     const t0 = performance.now();
-    const out = fn(size);
+    const out = await fn(size);
     const ms = performance.now() - t0;
     const fit = Math.floor((size * TARGET_BATCH_MS) / Math.max(ms, 0.05));
     if (fit < size) this.#size[phase] = Math.max(MIN_BATCH, fit);

@@ -2,7 +2,7 @@
 // Sandbox and production rails differ only in keys and endpoints, never in these semantics.
 import type { Hono } from 'hono';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
-import type { Store } from '../store/db.js';
+import type { Store } from '../store/sql.js';
 import type { SettlementRow } from '../store/settlements.js';
 import type { StreamRow } from '../store/streams.js';
 
@@ -44,7 +44,7 @@ export interface Rail {
    * Settle `amount` (cumulative micro units) of the stream. `record(reference, detail)` must be called
    * before anything irrevocable leaves the process, so a crash can resume; returns when it is sent.
    */
-  submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void>;
+  submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => Promise<void>): Promise<void>;
   /** Where a sent settlement is now. May resend it (same transaction) when the network lost it. */
   status(s: SettlementRow): Promise<SettlementState>;
   /** Extra events of a settlement at checkpoint (card: capture.created before settlement.checkpointed). */
@@ -69,6 +69,13 @@ export interface Rail {
   release?(stream: StreamRow): Promise<string | undefined>;
   /** Whether the payer asked to close this stream's channel on chain (settle now). */
   closeRequested?(stream: StreamRow): Promise<boolean>;
+  /**
+   * This daemon just took the settlement lease over (at start, or from a daemon that stopped or died): whatever the
+   * rail remembers of the account's sends (a nonce) may be stale; read it again from the store and the rail.
+   */
+  takeover?(): void;
+  /** The name of the account the rail settles from (wallet address, connected account): one settler per account. */
+  readonly account?: string;
   /** Given the store and a way to wake the settler (e.g. on a processor webhook), before the first tick. */
   attach?(ctx: { store: Store; wake(): void }): void;
   /** Rail-specific work on every settler tick (card: refunds → refund.final). */

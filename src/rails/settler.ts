@@ -4,7 +4,10 @@
 import { FundingUnavailable, type FundingSubject } from '../domain/funding.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
-import type { Store } from '../store/db.js';
+import { hostname } from 'node:os';
+import { randomBytes } from 'node:crypto';
+import type { Sql, Store } from '../store/sql.js';
+import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
 import { streams, type StreamRow } from '../store/streams.js';
@@ -27,6 +30,19 @@ const MAX_FUNDING_READS_PER_TICK = 32;
 /** How long the rail may be unreadable before funding answers are refused with 503 instead of served from the last reading. */
 const FUNDING_GRACE_MS = 30_000;
 
+/**
+ * The settlement lease: one daemon settles a rail account at a time, renewing every tick; when it dies another takes
+ * over once the lease has run out (within this long), and anything the old holder still tries to record is refused
+ * by the fence. NODE_SVC_SETTLER_LEASE_MS overrides it (tests).
+ */
+const SETTLER_LEASE_MS = Number(process.env.NODE_SVC_SETTLER_LEASE_MS) > 0 ? Number(process.env.NODE_SVC_SETTLER_LEASE_MS) : 10_000;
+
+/** This process among the daemons sharing a store. */
+export const DAEMON_ID = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
+
+/** Another daemon took the settlement lease: this one records nothing more. */
+class LeaseLost extends Error {}
+
 export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true, stuckAfterMs: 60_000 };
 
 /** The stream as a rail judges its funding. */
@@ -44,6 +60,9 @@ export class Settler {
   #unreadable: { since: number; error: string } | undefined;
   /** Settlements already warned about as stuck (one warning each, not one per tick). */
   readonly #warnedStuck = new Set<string>();
+  /** The fence this daemon holds the settlement lease under (undefined: another daemon settles). */
+  #fence: number | undefined;
+  readonly #leaseName: string;
   constructor(
     private readonly store: Store,
     private readonly rail: Rail,
@@ -52,6 +71,34 @@ export class Settler {
     private readonly now: () => number = Date.now,
   ) {
     rail.attach?.({ store, wake: () => this.wake() }); // before any route of the rail can be called
+    this.#leaseName = `settler:${rail.mode}:${rail.account ?? 'default'}`;
+  }
+
+  /** Whether this daemon settles now (it holds the lease). */
+  get leader(): boolean {
+    return this.#fence !== undefined;
+  }
+
+  /** Take or renew the settlement lease; false when another daemon holds it. */
+  async #lease(): Promise<boolean> {
+    const before = this.#fence;
+    const fence = await this.store.write((tx) => leases.acquire(tx, this.#leaseName, DAEMON_ID, this.now(), SETTLER_LEASE_MS));
+    this.#fence = fence;
+    if (fence !== undefined && fence !== before) {
+      this.rail.takeover?.();
+      this.#backoff.clear();
+      log.info('settling: this daemon holds the settlement lease', { lease: this.#leaseName, fence, daemon: DAEMON_ID });
+    } else if (fence === undefined && before !== undefined) log.warn('settlement lease lost to another daemon', { lease: this.#leaseName });
+    return fence !== undefined;
+  }
+
+  /** A settlement write, fenced: refused (LeaseLost) unless this daemon still holds the lease it settled under. */
+  #fenced<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    const fence = this.#fence;
+    return this.store.write(async (tx) => {
+      if (fence === undefined || !(await leases.holds(tx, this.#leaseName, DAEMON_ID, fence, this.now()))) throw new LeaseLost('the settlement lease is held by another daemon');
+      return fn(tx);
+    });
   }
 
   /** Run a tick soon instead of after the interval (a processor webhook said something changed). */
@@ -64,7 +111,10 @@ export class Settler {
   #loop = (): void => {
     if (this.#stopped) return;
     let more = false;
-    this.#running = this.tick().then((m) => { more = m; }, (err) => { if (!this.#stopped) log.error('settlement tick failed', { error: (err as Error).message }); }).finally(() => {
+    this.#running = this.tick().then((m) => { more = m; }, (err) => {
+      if (err instanceof LeaseLost) { this.#fence = undefined; log.warn('settlement lease lost to another daemon', { lease: this.#leaseName }); return; }
+      if (!this.#stopped) log.error('settlement tick failed', { error: (err as Error).message });
+    }).finally(() => {
       this.#running = undefined;
       if (!this.#stopped) this.#timer = setTimeout(this.#loop, more ? 0 : this.tickMs);
     });
@@ -85,12 +135,16 @@ export class Settler {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.#running, new Promise<void>((r) => { timer = setTimeout(r, graceMs); })]);
     clearTimeout(timer);
+    // A clean stop hands the lease on at once (a crash leaves it to run out).
+    if (this.#fence !== undefined) await this.store.write((tx) => leases.release(tx, this.#leaseName, DAEMON_ID)).catch(() => undefined);
+    this.#fence = undefined;
   }
 
   /** One pass: advance what was sent, re-read funding, release closed streams, then start what the policy asks for. True when more is due at once. */
   async tick(): Promise<boolean> {
+    if (!(await this.#lease())) return false; // another daemon settles; this one stands by
     await this.rail.poll?.();
-    for (const s of settlements.open(this.store.db, this.rail.mode)) {
+    for (const s of await settlements.open(this.store.q, this.rail.mode)) {
       if (this.#stopped) return false; // what is in flight is recorded; the next start resumes it
       await this.#advance(s);
     }
@@ -122,7 +176,6 @@ export class Settler {
   /** Re-read the funding of open streams (top-ups raise the effective cap; a closed channel stops payment). */
   async #refreshFunding(): Promise<void> {
     if (!this.rail.fund) return;
-    const db = this.store.db;
     // Sources the rail saw change are read first; with that news, the age-based re-read of every open stream is a
     // slow safety net (a missed log, a rail restart), not the way a top-up is noticed.
     let changed: string[] | undefined;
@@ -131,9 +184,9 @@ export class Settler {
     } catch (err) {
       log.warn('funding changes unreadable; re-reading by age', { error: (err as Error).message });
     }
-    if (changed?.length) streams.fundingStale(db, changed);
+    if (changed?.length) await this.store.write((tx) => streams.fundingStale(tx, changed));
     const every = changed === undefined ? Math.min(this.policy.maxAgeMs, 10_000) : 300_000;
-    for (const row of streams.fundingDue(db, this.rail.mode, this.now() - every, MAX_FUNDING_READS_PER_TICK)) {
+    for (const row of await streams.fundingDue(this.store.q, this.rail.mode, this.now() - every, MAX_FUNDING_READS_PER_TICK)) {
       if (this.#stopped) return;
       let check;
       try {
@@ -144,27 +197,27 @@ export class Settler {
       }
       const now = this.now();
       if (row.funding_status === 'funded' && !check.funded) log.warn('stream no longer funded', { node: row.node_id, stream: row.id, reason: check.reason });
-      streams.setFunding(db, row.node_id, row.id, check.funded
+      await this.store.write((tx) => streams.setFunding(tx, row.node_id, row.id, check.funded
         ? { status: 'funded', reason: null, limitMicro: check.limitMicro, now }
         // A source that paid this node before keeps its last reading: what was billed within it is still settled (a
         // channel whose close grace ended can be settled until the payer withdraws).
-        : { status: 'unfunded', reason: check.reason, limitMicro: row.funding_limit_micro, now });
+        : { status: 'unfunded', reason: check.reason, limitMicro: row.funding_limit_micro, now }));
     }
   }
 
   /** Closed streams with nothing left to settle: the rail releases what their source still holds (card authorizations). */
   async #release(): Promise<void> {
     if (!this.rail.release) return;
-    const db = this.store.db;
-    for (const row of streams.toRelease(db, this.rail.mode, this.now(), MAX_SUBMITS_PER_TICK)) {
+    for (const row of await streams.toRelease(this.store.q, this.rail.mode, this.now(), MAX_SUBMITS_PER_TICK)) {
       if (this.#stopped) return;
       const target = this.rail.settleable ? this.rail.settleable(row) : row.billed_micro;
-      if (target > settlements.frontier(db, row.node_id, row.id) && this.rail.accepts?.(row) !== false && row.funding_limit_micro !== null) continue; // settle first
+      if (target > (await settlements.frontier(this.store.q, row.node_id, row.id)) && this.rail.accepts?.(row) !== false && row.funding_limit_micro !== null) continue; // settle first
       try {
         const note = await this.rail.release(row);
-        streams.released(db, row.node_id, row.id, this.now());
+        await this.#fenced((tx) => streams.released(tx, row.node_id, row.id, this.now()));
         if (note) log.info('funding released', { node: row.node_id, stream: row.id, note });
       } catch (err) {
+        if (err instanceof LeaseLost) throw err;
         log.warn('funding release failed; will retry', { node: row.node_id, stream: row.id, error: (err as Error).message });
       }
     }
@@ -173,7 +226,7 @@ export class Settler {
   async #advance(s: SettlementRow): Promise<void> {
     if (s.status === 'pending') {
       // Crashed between recording the intent and sending: nothing left the process, so fail it; it is retried.
-      if (!s.reference) return void settlements.failed(this.store.db, s.id, 'interrupted before it was sent');
+      if (!s.reference) return void (await this.#fenced((tx) => settlements.failed(tx, s.id, 'interrupted before it was sent')));
     }
     let st;
     try {
@@ -182,25 +235,24 @@ export class Settler {
       log.warn('settlement status unavailable', { settlement: s.id, error: (err as Error).message });
       return;
     }
-    const db = this.store.db;
     const now = this.now();
-    const row = streams.get(db, s.node_id, s.stream);
+    const row = await streams.get(this.store.q, s.node_id, s.stream);
     if (!row) return;
     const data = (reference: string) => ({ stream: row.id, budget: row.budget, asset: row.asset, amountMicro: s.amount_micro.toString(), reference });
-    db.transaction(() => {
+    await this.#fenced(async (db) => {
       const ref = s.reference!;
       if (st.state === 'failed') {
         this.#failed(s.node_id, s.stream);
         metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
-        settlements.failed(db, s.id, st.error);
+        await settlements.failed(db, s.id, st.error);
         log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
       } else if (st.state === 'submitted') {
-        if (s.status === 'checkpointed') settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
+        if (s.status === 'checkpointed') await settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
         if (st.rebroadcast) {
-          settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
+          await settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
           log.info('settlement rebroadcast', { settlement: s.id, stream: s.stream, reference: st.rebroadcast.reference, note: st.rebroadcast.note });
-        } else if (st.note && st.note !== s.error) settlements.note(db, s.id, st.note);
+        } else if (st.note && st.note !== s.error) await settlements.note(db, s.id, st.note);
         const sentAt = Number(s.submitted_at ?? s.created_at);
         if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
           this.#warnedStuck.add(s.id);
@@ -213,26 +265,26 @@ export class Settler {
         if (s.status === 'pending' || s.status === 'submitted') {
           this.#backoff.delete(`${s.node_id}\0${s.stream}`);
           this.#warnedStuck.delete(s.id);
-          settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
-          for (const extra of this.rail.onCheckpoint?.(s) ?? []) recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
-          frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          await settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
+          for (const extra of this.rail.onCheckpoint?.(s) ?? []) await recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
+          await frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
-          recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
+          await recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
         }
         if (st.state === 'final') {
-          settlements.final(db, s.id, now);
-          frontier.final(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          await settlements.final(db, s.id, now);
+          await frontier.final(db, s.node_id, s.stream, s.amount_micro, ref, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'final' });
-          recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, data(ref), now);
+          await recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, data(ref), now);
         }
       }
-    }).immediate();
+    });
   }
 
   async #startDue(): Promise<boolean> {
     const now = this.now();
     let started = 0;
-    for (const c of unsettledStreams(this.store.db, this.rail.mode)) {
+    for (const c of await unsettledStreams(this.store.q, this.rail.mode)) {
       if (this.#stopped) return false;
       // A bounded number per tick, so what was sent is advanced (checkpointed, final) between batches.
       if (started >= MAX_SUBMITS_PER_TICK) return true;
@@ -241,7 +293,7 @@ export class Settler {
       if (wait && now < wait.nextAt) continue;
       const closing = c.status !== 'open' || !!c.rev_ahead || (c.budget_status !== null && c.budget_status !== 'active') || now >= Number(c.exp) * 1000;
       const old = c.oldest_unsettled_at !== null && now - Number(c.oldest_unsettled_at) >= this.policy.maxAgeMs;
-      const row = streams.get(this.store.db, c.node_id, c.id);
+      const row = await streams.get(this.store.q, c.node_id, c.id);
       if (!row || (this.rail.accepts && !this.rail.accepts(row))) continue;
       // Only a source the rail once confirmed pays this node is settled (an unconfirmed channel would pay someone else, or nothing).
       if (row.funding_source !== null && row.funding_limit_micro === null) continue;
@@ -262,25 +314,26 @@ export class Settler {
     this.#backoff.set(k, { failures, nextAt: this.now() + Math.min(this.tickMs * 2 ** failures, 300_000) });
   }
 
-  async #submit(row: NonNullable<ReturnType<typeof streams.get>>, amount: bigint): Promise<void> {
-    const db = this.store.db;
-    const id = db.transaction(() => {
+  async #submit(row: StreamRow, amount: bigint): Promise<void> {
+    const id = await this.#fenced(async (db) => {
       // Re-check inside the write lock: never the same amount twice, never lower than what is on its way.
-      if (settlements.inFlight(db, row.node_id, row.id) || settlements.frontier(db, row.node_id, row.id) >= amount) return undefined;
+      if ((await settlements.inFlight(db, row.node_id, row.id)) || (await settlements.frontier(db, row.node_id, row.id)) >= amount) return undefined;
       return settlements.insert(db, { nodeId: row.node_id, stream: row.id, rail: this.rail.mode, amount, now: this.now() });
-    }).immediate();
+    });
     if (!id) return;
     try {
-      await this.rail.submit(row, amount, (reference, detail) => settlements.submitted(db, id, reference, detail, this.now()));
+      // Durable (and fenced) before the rail sends anything: a daemon that lost the lease sends nothing.
+      await this.rail.submit(row, amount, async (reference, detail) => { await this.#fenced((tx) => settlements.submitted(tx, id, reference, detail, this.now())); });
       metrics.settlements.inc({ rail: this.rail.mode, state: 'submitted' });
       log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
     } catch (err) {
+      if (err instanceof LeaseLost) throw err;
       const e = err as { shortMessage?: string; message?: string };
       const message = (e.shortMessage ?? e.message ?? 'error').split('\n')[0]!.slice(0, 300);
-      const row2 = settlements.forStream(db, row.node_id, row.id).find((s) => s.id === id);
+      const row2 = (await settlements.forStream(this.store.q, row.node_id, row.id)).find((s) => s.id === id);
       // Sent but the answer was lost: keep it 'submitted' and let status() find out; otherwise it failed.
       if (row2?.status === 'pending') {
-        settlements.failed(db, id, message);
+        await this.#fenced((tx) => settlements.failed(tx, id, message));
         this.#failed(row.node_id, row.id);
       }
       log.warn('settlement submit failed', { settlement: id, error: message });

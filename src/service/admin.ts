@@ -5,7 +5,8 @@ import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.
 import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.js';
 import { NODE_ID_RE, newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import type { Store } from '../store/db.js';
+import type { SqliteStore } from '../store/db.js';
+import type { Sql, Store } from '../store/sql.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
 import { Lru } from '../lru.js';
 import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
@@ -16,32 +17,38 @@ export function checkNodeId(id: string): void {
     throw usageError(`"${id}" is not a valid node id`, 'a node id is 1-128 characters: a letter or digit, then letters, digits, ".", "_", ":" or "-"');
 }
 
-export function addNode(store: Store, id: string, now = Date.now()) {
+export async function addNode(store: Store, id: string, now = Date.now()) {
   checkNodeId(id);
-  if (nodes.get(store.db, id)) throw conflict(`node "${id}" already exists`, 'pick another id, or `node-svc nodes list` to see them');
-  nodes.insert(store.db, id, now);
+  await store.write(async (tx) => {
+    if (await nodes.get(tx, id)) throw conflict(`node "${id}" already exists`, 'pick another id, or `node-svc nodes list` to see them');
+    await nodes.insert(tx, id, now);
+    await store.invalidate(tx, { topic: 'nodes', key: id });
+  });
   return { id, createdAt: iso(now) };
 }
 
-export function listNodes(store: Store) {
-  return nodes.list(store.db).map((n) => ({ id: n.id, createdAt: iso(n.created_at), hasToken: !!tokens.active(store.db, n.id) }));
+export async function listNodes(store: Store) {
+  const out = [];
+  for (const n of await nodes.list(store.q)) out.push({ id: n.id, createdAt: iso(n.created_at), hasToken: !!(await tokens.active(store.q, n.id)) });
+  return out;
 }
 
-export function removeNode(store: Store, id: string) {
-  const removed = store.db.transaction(() => {
-    if (!nodes.get(store.db, id)) return 0;
+export async function removeNode(store: Store, id: string) {
+  const removed = await store.write(async (tx) => {
+    if (!(await nodes.get(tx, id))) return 0;
     // Money history is never deleted with a node: streams, events and subscriptions keep it.
-    const history = nodes.history(store.db, id);
+    const history = await nodes.history(tx, id);
     if (history.length)
       throw conflict(`node "${id}" has ${history.join(', ')}; it cannot be removed`, `revoke its token instead: node-svc tokens revoke ${id}`);
-    return nodes.remove(store.db, id);
-  }).immediate();
+    await store.invalidate(tx, { topic: 'nodes', key: id });
+    return nodes.remove(tx, id);
+  });
   if (!removed) throw notFound(`node "${id}"`);
   return { id, removed: true };
 }
 
-function requireNode(store: Store, id: string) {
-  if (!nodes.get(store.db, id)) throw notFound(`node "${id}"`);
+async function requireNode(tx: Sql, id: string) {
+  if (!(await nodes.get(tx, id))) throw notFound(`node "${id}"`);
 }
 
 /** `nsv_` + 32 random bytes, base64url (DESIGN §3). */
@@ -49,64 +56,76 @@ const newToken = () => `nsv_${randomBytes(32).toString('base64url')}`;
 export const hashToken = (token: string) => createHash('sha256').update(token, 'utf8').digest('hex');
 
 export function issueToken(store: Store, nodeId: string, now = Date.now()) {
-  return store.db.transaction(() => {
-    requireNode(store, nodeId);
-    if (tokens.active(store.db, nodeId))
+  return store.write(async (tx) => {
+    await requireNode(tx, nodeId);
+    if (await tokens.active(tx, nodeId))
       throw conflict(`node "${nodeId}" already has an active token`, `use \`node-svc tokens rotate ${nodeId}\` to replace it`);
     const token = newToken();
     const id = newId('tok');
-    tokens.insert(store.db, { id, nodeId, hash: hashToken(token), now });
+    await tokens.insert(tx, { id, nodeId, hash: hashToken(token), now });
+    await store.invalidate(tx, { topic: 'tokens', key: nodeId });
     return { node: nodeId, tokenId: id, token, createdAt: iso(now) };
-  }).immediate();
+  });
 }
 
 /** Replace the active token; the old one keeps working for `graceMs` (0: stops at once). */
 export function rotateToken(store: Store, nodeId: string, graceMs = 0, now = Date.now()) {
-  return store.db.transaction(() => {
-    requireNode(store, nodeId);
-    const retired = tokens.retireActive(store.db, nodeId, now, graceMs > 0 ? now + graceMs : null);
+  return store.write(async (tx) => {
+    await requireNode(tx, nodeId);
+    const retired = await tokens.retireActive(tx, nodeId, now, graceMs > 0 ? now + graceMs : null);
     const token = newToken();
     const id = newId('tok');
-    tokens.insert(store.db, { id, nodeId, hash: hashToken(token), now });
+    await tokens.insert(tx, { id, nodeId, hash: hashToken(token), now });
+    await store.invalidate(tx, { topic: 'tokens', key: nodeId });
     return { node: nodeId, tokenId: id, token, createdAt: iso(now), previousValidUntil: retired ? iso(graceMs > 0 ? now + graceMs : now) : null };
-  }).immediate();
+  });
 }
 
 export function revokeTokens(store: Store, nodeId: string, now = Date.now()) {
-  return store.db.transaction(() => {
-    requireNode(store, nodeId);
-    return { node: nodeId, revoked: tokens.revokeAll(store.db, nodeId, now) };
-  }).immediate();
+  return store.write(async (tx) => {
+    await requireNode(tx, nodeId);
+    const revoked = await tokens.revokeAll(tx, nodeId, now);
+    await store.invalidate(tx, { topic: 'tokens', key: nodeId });
+    return { node: nodeId, revoked };
+  });
 }
 
 /** The node a bearer token belongs to, or undefined (unknown, revoked, grace expired). */
-export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.db, hashToken(token), now);
+export const nodeForToken = (store: Store, token: string, now = Date.now()) => tokens.nodeFor(store.q, hashToken(token), now);
 
 /** Tokens remembered by the daemon (one entry each, least recently used evicted first). */
 export const TOKEN_CACHE_SIZE = 10_000;
 
 /**
- * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands,
- * which commit from another connection, and SQLite's `PRAGMA data_version` moves on every such commit: the
- * memory is dropped then, so a revoked or rotated token is refused on the very next request. A token in its
- * grace period is remembered only until its grace ends.
+ * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands.
+ * SQLite: they commit from another connection, and `PRAGMA data_version` of the daemon's writer connection moves
+ * on every such commit. PostgreSQL: every token change notifies every daemon (store.invalidate). Either way the
+ * memory is dropped then, so a revoked or rotated token is refused on the very next request (PostgreSQL: once the
+ * notification arrives, well within a second). A token in its grace period is remembered only until its grace ends.
  */
 export function tokenResolver(store: Store) {
   const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
   let version: unknown;
-  const dataVersion = store.db.prepare('PRAGMA data_version').pluck();
-  return (token: string, now = Date.now()): string | undefined => {
-    const v = dataVersion.get();
-    if (v !== version) {
-      known.clear();
-      version = v;
+  let generation = 0; // moves on every drop, so a read that started before one is not remembered after it
+  const drop = () => { known.clear(); generation++; };
+  const dataVersion = store.dialect === 'sqlite' ? (store as SqliteStore).db.prepare('PRAGMA data_version').pluck() : undefined;
+  store.onInvalidate((inv) => { if (inv.topic === 'tokens' || inv.topic === 'nodes' || inv.topic === '*') drop(); });
+  return async (token: string, now = Date.now()): Promise<string | undefined> => {
+    if (dataVersion) {
+      const v = dataVersion.get();
+      if (v !== version) {
+        drop();
+        version = v;
+      }
     }
     const hit = known.get(token);
     if (hit && now < hit.until) return hit.node;
     const hash = hashToken(token);
-    const node = tokens.nodeFor(store.db, hash, now);
+    const gen = generation;
+    const node = await tokens.nodeFor(store.q, hash, now);
     if (node) {
-      known.set(token, { node, until: tokens.graceUntil(store.db, hash) ?? Number.MAX_SAFE_INTEGER });
+      const until = (await tokens.graceUntil(store.q, hash)) ?? Number.MAX_SAFE_INTEGER;
+      if (gen === generation) known.set(token, { node, until });
     }
     return node;
   };
@@ -184,13 +203,13 @@ export function addKeys(store: Store, issuer: string, jwks: unknown, source: str
   });
   if (problems.length)
     throw new NodeSvcError('invalid_request', `refused ${source}, nothing was added:\n  - ${problems.join('\n  - ')}`, { status: 400, exitCode: 2 });
-  return store.db.transaction(() => {
+  return store.write(async (tx) => {
     const added: string[] = [];
     const unchanged: string[] = [];
     for (const k of list as Jwk[]) {
       const kid = k.kid as string;
       const pub = publicJwk(k);
-      const existing = issuerKeys.get(store.db, kid);
+      const existing = await issuerKeys.get(tx, kid);
       if (existing) {
         if (existing.issuer === issuer && existing.jwk === JSON.stringify(pub)) { unchanged.push(kid); continue; }
         throw conflict(
@@ -198,12 +217,12 @@ export function addKeys(store: Store, issuer: string, jwks: unknown, source: str
           `remove it first with \`node-svc keys rm ${kid}\` if it is meant to be replaced`,
         );
       }
-      issuerKeys.insert(store.db, { kid, issuer, alg: k.alg as string, jwk: JSON.stringify(pub), source, added_at: now, fetched_at: now });
+      await issuerKeys.insert(tx, { kid, issuer, alg: k.alg as string, jwk: JSON.stringify(pub), source, added_at: now, fetched_at: now });
       added.push(kid);
     }
-    if (added.length) issuerKeys.bumpGeneration(store.db);
+    if (added.length) await keysChanged(store, tx, issuer);
     return { issuer, source, added, unchanged };
-  }).immediate();
+  });
 }
 
 /** What is stored of a trusted JWK: the public members plus kid, alg and use. */
@@ -217,7 +236,7 @@ const publicJwk = (k: Jwk): Jwk => ({ ...publicMembers(k), kid: k.kid, alg: k.al
  */
 export async function refreshUrlKeys(store: Store, now = Date.now()) {
   const report: Array<{ issuer: string; source: string; added: string[]; removed: string[]; error?: string }> = [];
-  for (const { issuer, source } of issuerKeys.urlSources(store.db)) {
+  for (const { issuer, source } of await issuerKeys.urlSources(store.q)) {
     const r = { issuer, source, added: [] as string[], removed: [] as string[] };
     try {
       const jwks = await readJwksSource(source);
@@ -225,23 +244,25 @@ export async function refreshUrlKeys(store: Store, now = Date.now()) {
       if (!Array.isArray(list) || !list.length) throw new Error('not a JWKS with keys');
       const problems = list.flatMap((k) => jwkProblems(k).map((p) => `${String((k as Jwk)?.kid ?? '?')} ${p}`));
       if (problems.length) throw new Error(problems.join('; '));
-      store.db.transaction(() => {
-        const have = new Map(issuerKeys.bySource(store.db, issuer, source).map((k) => [k.kid, k]));
+      await store.write(async (tx) => {
+        r.added = [];
+        r.removed = [];
+        const have = new Map((await issuerKeys.bySource(tx, issuer, source)).map((k) => [k.kid, k]));
         const want = new Map((list as Jwk[]).map((k) => [k.kid as string, k]));
         for (const [kid, k] of want) {
           const pub = JSON.stringify(publicJwk(k));
-          const existing = have.get(kid) ?? issuerKeys.get(store.db, kid);
+          const existing = have.get(kid) ?? (await issuerKeys.get(tx, kid));
           if (existing && (existing.issuer !== issuer || existing.source !== source || existing.jwk !== pub))
             throw new Error(`kid "${kid}" is already trusted with other key material or for another issuer`);
-          if (existing) issuerKeys.touch(store.db, kid, now);
+          if (existing) await issuerKeys.touch(tx, kid, now);
           else {
-            issuerKeys.insert(store.db, { kid, issuer, alg: k.alg as string, jwk: pub, source, added_at: now, fetched_at: now });
+            await issuerKeys.insert(tx, { kid, issuer, alg: k.alg as string, jwk: pub, source, added_at: now, fetched_at: now });
             r.added.push(kid);
           }
         }
-        for (const kid of have.keys()) if (!want.has(kid)) { issuerKeys.remove(store.db, kid); r.removed.push(kid); }
-        if (r.added.length || r.removed.length) issuerKeys.bumpGeneration(store.db);
-      }).immediate();
+        for (const kid of have.keys()) if (!want.has(kid)) { await issuerKeys.remove(tx, kid); r.removed.push(kid); }
+        if (r.added.length || r.removed.length) await keysChanged(store, tx, issuer);
+      });
       report.push(r);
     } catch (err) {
       report.push({ ...r, error: (err as Error).message.slice(0, 300) });
@@ -250,28 +271,34 @@ export async function refreshUrlKeys(store: Store, now = Date.now()) {
   return report;
 }
 
-export function listKeys(store: Store) {
-  return issuerKeys.list(store.db).map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg, source: k.source, addedAt: iso(k.added_at), fetchedAt: iso(k.fetched_at) }));
+export async function listKeys(store: Store) {
+  return (await issuerKeys.list(store.q)).map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg, source: k.source, addedAt: iso(k.added_at), fetchedAt: iso(k.fetched_at) }));
 }
 
 export function removeKey(store: Store, kid: string) {
-  return store.db.transaction(() => {
-    if (!issuerKeys.remove(store.db, kid)) throw notFound(`key "${kid}"`);
-    issuerKeys.bumpGeneration(store.db);
+  return store.write(async (tx) => {
+    if (!(await issuerKeys.remove(tx, kid))) throw notFound(`key "${kid}"`);
+    await keysChanged(store, tx, kid);
     return { kid, removed: true };
-  }).immediate();
+  });
 }
 
-export function trustedKeys(store: Store): TrustedKey[] {
-  return issuerKeys.list(store.db)
+/** Trusted keys changed: the generation every daemon's keyring watches moves, and every daemon is told now. */
+async function keysChanged(store: Store, tx: Sql, key: string) {
+  await issuerKeys.bumpGeneration(tx);
+  await store.invalidate(tx, { topic: 'keys', key });
+}
+
+export async function trustedKeys(store: Store): Promise<TrustedKey[]> {
+  return (await issuerKeys.list(store.q))
     .filter((k) => (ALLOWED_ALGORITHMS as readonly string[]).includes(k.alg))
     .map((k) => ({ kid: k.kid, issuer: k.issuer, alg: k.alg as AllowedAlgorithm, jwk: JSON.parse(k.jwk) as Jwk }));
 }
 
-export const keysGeneration = (store: Store) => issuerKeys.generation(store.db);
+export const keysGeneration = (store: Store) => issuerKeys.generation(store.q);
 
 /** Who a bearer token speaks for (GET /v1/node): the node, and when a token in its grace period stops working. */
-export function tokenStanding(store: Store, nodeId: string, token: string) {
-  const until = tokens.graceUntil(store.db, hashToken(token));
+export async function tokenStanding(store: Store, nodeId: string, token: string) {
+  const until = await tokens.graceUntil(store.q, hashToken(token));
   return { node: nodeId, tokenGraceUntil: until === undefined ? null : iso(until) };
 }

@@ -11,6 +11,7 @@ import { iso } from '../domain/time.js';
 import { checkHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { budgets, controlMessages, periods, revocations, streams } from '../store/streams.js';
+import type { Sql } from '../store/sql.js';
 import type { Deps } from './deps.js';
 
 export const CONTROL_TYP = 'control+jwt';
@@ -49,7 +50,7 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const parts = splitCompact(message);
   const header = parts && decodeJson(parts[0]);
   if (!parts || !header) throw no('malformed', 'message is not a compact JWS (or its header repeats a member name)');
-  const keyring = d.keyring.current();
+  const keyring = await d.keyring.current();
   const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);
   if ('refusal' in entry) throw no(entry.refusal as ControlRefusal, entry.detail);
   if (!verifySignature(entry, parts)) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
@@ -68,9 +69,8 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const kind = c.kind as ControlKind;
   const hash = createHash('sha256').update(message).digest('hex');
 
-  return d.store.write(() => { // group commit: shares one durable commit with concurrent writes
-    const db = d.store.db;
-    const seen = controlMessages.get(db, nodeId, c.jti as string);
+  return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
+    const seen = await controlMessages.get(db, nodeId, c.jti as string);
     if (seen) {
       if (seen.message_hash !== hash) throw no('replayed', `jti ${String(c.jti)} was already used by a different message`);
       return { applied: false, duplicate: true, kind, eventId: seen.event_id };
@@ -83,9 +83,9 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
       case 'stream.revoked': {
         const stream = id(c, 'stream');
         const reason = c.reason === undefined ? null : String(c.reason).slice(0, 256);
-        revocations.insert(db, nodeId, stream, reason, now);
-        const row = streams.get(db, nodeId, stream);
-        if (row) streams.setStatus(db, nodeId, stream, 'revoked', reason, now);
+        await revocations.insert(db, nodeId, stream, reason, now);
+        const row = await streams.get(db, nodeId, stream);
+        if (row) await streams.setStatus(db, nodeId, stream, 'revoked', reason, now);
         ref = `stream:${stream}`;
         data = { stream, ...(row ? { budget: row.budget } : {}), ...(reason !== null ? { reason } : {}) };
         break;
@@ -94,11 +94,11 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
         const budget = id(c, 'budget');
         const reason = need(c, 'reason');
         if (!(HALT_REASONS as readonly unknown[]).includes(reason)) throw no('malformed', `reason must be one of ${HALT_REASONS.join(', ')}`);
-        const b = budgets.get(db, nodeId, budget);
+        const b = await budgets.get(db, nodeId, budget);
         const reasons = new Set<string>(b ? (JSON.parse(b.reasons) as string[]) : []);
         reasons.add(reason as string);
         // Precedence active < halted < released: a released budget stays released.
-        budgets.upsert(db, { nodeId, id: budget, status: b?.status === 'released' ? 'released' : 'halted', reasons: [...reasons].sort(), releasedMicro: b?.released_micro ?? null, now });
+        await budgets.upsert(db, { nodeId, id: budget, status: b?.status === 'released' ? 'released' : 'halted', reasons: [...reasons].sort(), releasedMicro: b?.released_micro ?? null, now });
         ref = `budget:${budget}`;
         data = { budget, reason };
         break;
@@ -107,10 +107,10 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
         const budget = id(c, 'budget');
         const amount = c.amount === undefined ? undefined : parseMicro(c.amount);
         if (c.amount !== undefined && amount === undefined) throw no('malformed', 'claim "amount" must be a decimal string of micro units');
-        const b = budgets.get(db, nodeId, budget);
+        const b = await budgets.get(db, nodeId, budget);
         const released = amount === undefined ? (b?.released_micro ?? null) : b?.released_micro != null && b.released_micro > amount ? b.released_micro : amount;
-        budgets.upsert(db, { nodeId, id: budget, status: 'released', reasons: b ? (JSON.parse(b.reasons) as string[]) : [], releasedMicro: released, now });
-        const asset = streams.inBudget(db, nodeId, budget)[0]?.asset;
+        await budgets.upsert(db, { nodeId, id: budget, status: 'released', reasons: b ? (JSON.parse(b.reasons) as string[]) : [], releasedMicro: released, now });
+        const asset = (await streams.inBudget(db, nodeId, budget))[0]?.asset;
         ref = `budget:${budget}`;
         data = { budget, ...(asset ? { asset } : {}), ...(amount !== undefined ? { amountMicro: amount.toString() } : {}) };
         break;
@@ -121,7 +121,7 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
         const start = need(c, 'periodStart');
         const end = need(c, 'periodEnd');
         if (!isDate(start) || !isDate(end) || end <= start) throw no('malformed', 'periodStart and periodEnd must be NumericDates with periodEnd after periodStart');
-        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'open', start, end, now });
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'open', start, end, now });
         ref = `subscription:${sub}`;
         data = { subscription: sub, period: p, periodStart: iso(start * 1000), periodEnd: iso(end * 1000) };
         break;
@@ -129,22 +129,22 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
       case 'subscription.renewal_declined': {
         const sub = id(c, 'subscription');
         const p = period(c, true)!;
-        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'renewal_declined', start: null, end: null, now });
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'renewal_declined', start: null, end: null, now });
         ref = `subscription:${sub}`;
         data = { subscription: sub, period: p };
         break;
       }
       case 'subscription.closed': {
         const sub = id(c, 'subscription');
-        const p = period(c, false) ?? periods.latest(db, nodeId, sub).p ?? 0;
-        periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'closed', start: null, end: null, now });
+        const p = period(c, false) ?? (await periods.latest(db, nodeId, sub)).p ?? 0;
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'closed', start: null, end: null, now });
         ref = `subscription:${sub}`;
         data = { subscription: sub, period: p };
         break;
       }
     }
-    const e = recordEvent(db, nodeId, type, ref, data, now);
-    controlMessages.insert(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId: e.id, now });
+    const e = await recordEvent(db, nodeId, type, ref, data, now);
+    await controlMessages.insert(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId: e.id, now });
     return { applied: true, duplicate: false, kind, eventId: e.id };
   });
 }

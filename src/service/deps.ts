@@ -1,4 +1,4 @@
-import type { Store } from '../store/db.js';
+import type { Store } from '../store/sql.js';
 import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';

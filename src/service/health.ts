@@ -36,8 +36,8 @@ const check = (name: string, problems: Array<[CheckStatus, string]>, figures: Re
   return { name, status: worst ? worst[0] : 'ok', reason: problems.length ? problems.map(([, r]) => r).join('; ') : null, figures };
 };
 
-function keysCheck(d: Deps, s: HealthSources): HealthCheck {
-  const rows = health.keys(d.store.db);
+async function keysCheck(d: Deps, s: HealthSources): Promise<HealthCheck> {
+  const rows = await health.keys(d.store.q);
   const count = rows.reduce((n, r) => n + r.keys, 0);
   const failed = (s.keyRefresh?.results ?? []).filter((r) => r.error);
   const problems: Array<[CheckStatus, string]> = [];
@@ -71,8 +71,8 @@ async function railCheck(_d: Deps, s: HealthSources): Promise<HealthCheck> {
   return check('rail', problems, figures);
 }
 
-function outboxCheck(d: Deps, s: HealthSources): HealthCheck {
-  const o = health.outbox(d.store.db);
+async function outboxCheck(d: Deps, s: HealthSources): Promise<HealthCheck> {
+  const o = await health.outbox(d.store.q);
   const limit = s.outboxAgeLimitMs ?? 15 * 60_000;
   const problems: Array<[CheckStatus, string]> = [];
   if (o.dead) problems.push(['degraded', `${o.dead} dead deliveries (node-svc webhooks replay)`]);
@@ -80,8 +80,8 @@ function outboxCheck(d: Deps, s: HealthSources): HealthCheck {
   return check('outbox', problems, { pending: o.pending, retrying: o.retrying, dead: o.dead, oldestPendingAgeSeconds: ageSeconds(d, o.oldestPendingAt) });
 }
 
-function settlementsCheck(d: Deps): HealthCheck {
-  const f = health.settlements(d.store.db, d.now(), d.config.settlementStuckMs);
+async function settlementsCheck(d: Deps): Promise<HealthCheck> {
+  const f = await health.settlements(d.store.q, d.now(), d.config.settlementStuckMs);
   const problems: Array<[CheckStatus, string]> = [];
   if (f.stuck) problems.push(['degraded', `${f.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${ageSeconds(d, f.oldestUnminedAt)} s): rebroadcast and replaced; see streams finality`]);
   if (f.failed) problems.push(['degraded', `${f.failed} stream(s) whose latest settlement failed (retried with backoff)`]);
@@ -93,8 +93,8 @@ function settlementsCheck(d: Deps): HealthCheck {
   });
 }
 
-function subscriptionsCheck(d: Deps): HealthCheck {
-  const r = health.subscriptions(d.store.db);
+async function subscriptionsCheck(d: Deps): Promise<HealthCheck> {
+  const r = await health.subscriptions(d.store.q);
   const problems: Array<[CheckStatus, string]> = [];
   if (r.failing) problems.push(['degraded', `${r.failing} subscription(s) failing since ${iso(r.failing_since)}`]);
   return check('subscriptions', problems, { active: r.total, failing: r.failing, disabled: r.disabled });
@@ -106,8 +106,8 @@ export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, sett
 export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Verdict> {
   const checks: HealthCheck[] = [];
   try {
-    health.ping(d.store.db);
-    checks.push(check('store', [], { nodes: health.nodes(d.store.db) }));
+    await health.ping(d.store.q);
+    checks.push(check('store', [], { nodes: await health.nodes(d.store.q) }));
   } catch (err) {
     // Without the store nothing else can be read: one check, down.
     checks.push(check('store', [['down', `the store does not answer (${(err as Error).name})`]], {}));

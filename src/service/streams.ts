@@ -14,6 +14,7 @@ import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, fundingSources, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
+import type { Sql } from '../store/sql.js';
 import { Lru } from '../lru.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released' | 'unfunded';
@@ -46,8 +47,8 @@ function requireFundingFresh(d: Deps, row: Pick<StandingRow, 'funding_source'>):
 /** The stream's cap as far as its funding source can pay it. */
 const capOf = (row: Pick<StandingRow, 'cap_micro' | 'funding_limit_micro'>) => effectiveCap(row.cap_micro, row.funding_limit_micro);
 
-function requireStream(d: Deps, nodeId: string, id: string): StreamRow {
-  const row = streams.get(d.store.db, nodeId, id);
+async function requireStream(q: Sql, nodeId: string, id: string): Promise<StreamRow> {
+  const row = await streams.get(q, nodeId, id);
   if (!row) throw notFound('stream'); // same answer for unknown and another node's: never 403
   return row;
 }
@@ -61,10 +62,10 @@ const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked
  * rail's reading of that source, taken before the write: a rail that cannot be read is a 503, nothing registered.
  */
 export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): Promise<VerifyResult> {
-  const out = d.keyring.current().verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
+  const out = (await d.keyring.current()).verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
   // The same credential again (every paid request of a stream): a read, no write transaction.
-  const known = streams.getStanding(d.store.db, nodeId, out.claims.result.stream);
+  const known = await streams.getStanding(d.store.q, nodeId, out.claims.result.stream);
   if (known && known.credential === jws) {
     requireFundingFresh(d, known);
     const refusal = liveRefusal(d, known);
@@ -73,7 +74,7 @@ export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): P
   const c = out.claims.result;
   const source = fundingSource(c.mode, out.claims.claims);
   let check: FundingCheck | undefined;
-  if (source && !known && !fundingSources.holder(d.store.db, source)) {
+  if (source && !known && !(await fundingSources.holder(d.store.q, source))) {
     try {
       check = await (d.funding ?? NO_RAIL).check({ nodeId, stream: c.stream, payer: c.payer, asset: c.asset, mode: c.mode, claims: out.claims.claims });
     } catch (err) {
@@ -82,22 +83,21 @@ export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): P
     }
   }
   if (known) requireFundingFresh(d, known);
-  return d.store.write((): VerifyResult => { // group commit: shares one durable commit with concurrent writes
-    const r = register(d, nodeId, jws as string, out.claims, source, check);
+  return d.store.write(async (tx: Sql): Promise<VerifyResult> => { // group commit: shares one durable commit with concurrent writes
+    const r = await register(d, tx, nodeId, jws as string, out.claims, source, check);
     return r ?? out.claims.result;
   });
 }
 
-/** Register or renew the credential's stream; a refusal when live state says no. Call inside a transaction. */
-function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims, source: string | undefined, check: FundingCheck | undefined): VerifyResult | undefined {
-  const db = d.store.db;
+/** Register or renew the credential's stream; a refusal when live state says no. Call inside a write. */
+async function register(d: Deps, db: Sql, nodeId: string, jws: string, v: VerifiedClaims, source: string | undefined, check: FundingCheck | undefined): Promise<VerifyResult | undefined> {
   const c = v.result;
   const now = d.now();
-  const rev = revocations.get(db, nodeId, c.stream);
+  const rev = await revocations.get(db, nodeId, c.stream);
   if (rev) return { valid: false, refusal: 'revoked', detail: `stream ${c.stream} was revoked${rev.reason ? ` (${rev.reason})` : ''}` };
-  const b = budgets.get(db, nodeId, c.budget);
+  const b = await budgets.get(db, nodeId, c.budget);
   if (b && b.status !== 'active') return { valid: false, refusal: 'budget_halted', detail: `budget ${c.budget} is ${b.status}` };
-  const row = streams.get(db, nodeId, c.stream);
+  const row = await streams.get(db, nodeId, c.stream);
   const fields = {
     node_id: nodeId, id: c.stream, budget: c.budget, issuer: c.issuer, payer: c.payer, credential_id: c.credentialId, credential: jws,
     iat: v.iat, exp: v.exp, cap_micro: BigInt(c.capMicro), asset: c.asset, unit_price_micro: BigInt(c.unitPriceMicro),
@@ -105,15 +105,15 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims, sourc
     voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now, funding_source: source ?? null,
   };
   if (!row) {
-    streams.insert(db, fields);
-    if (source) bindSource(d, nodeId, c.stream, source, check, now);
-    return liveRefusal(d, streams.getStanding(db, nodeId, c.stream)!);
+    await streams.insert(db, fields);
+    if (source) await bindSource(db, nodeId, c.stream, source, check, now);
+    return liveRefusal(d, (await streams.getStanding(db, nodeId, c.stream))!);
   }
   if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode || row.funding_source !== (source ?? null))
     return { valid: false, refusal: 'malformed', detail: `stream ${c.stream} is already registered with another issuer, payer, budget, asset, mode or funding source` };
   const refused = liveRefusal(d, row);
   if (refused) return refused;
-  streams.renew(db, fields);
+  await streams.renew(db, fields);
   return undefined;
 }
 
@@ -121,15 +121,14 @@ function register(d: Deps, nodeId: string, jws: string, v: VerifiedClaims, sourc
  * One source backs one stream (its vouchers are cumulative for the source): the first stream registered with it holds
  * it; a later one is unfunded, naming the holder only when it is the same node's (404 rules: never another node's id).
  */
-function bindSource(d: Deps, nodeId: string, stream: string, source: string, check: FundingCheck | undefined, now: number): void {
-  const db = d.store.db;
-  const holder = fundingSources.bind(db, source, nodeId, stream, now);
+async function bindSource(db: Sql, nodeId: string, stream: string, source: string, check: FundingCheck | undefined, now: number): Promise<void> {
+  const holder = await fundingSources.bind(db, source, nodeId, stream, now);
   const what = source.startsWith('escrow:') ? `escrow channel ${source.split(':')[3]}` : `card authorization ${source.slice(5)}`;
   if (holder.node_id !== nodeId || holder.stream !== stream) {
     const whose = holder.node_id === nodeId ? `stream ${holder.stream} of this node` : 'a stream of another node';
-    streams.setFunding(db, nodeId, stream, { status: 'unfunded', reason: `${what} already backs ${whose}; one funding source backs one stream`, limitMicro: null, now });
+    await streams.setFunding(db, nodeId, stream, { status: 'unfunded', reason: `${what} already backs ${whose}; one funding source backs one stream`, limitMicro: null, now });
   } else if (check) {
-    streams.setFunding(db, nodeId, stream, check.funded
+    await streams.setFunding(db, nodeId, stream, check.funded
       ? { status: 'funded', reason: null, limitMicro: check.limitMicro, now }
       : { status: 'unfunded', reason: check.reason, limitMicro: null, now });
   }
@@ -141,8 +140,8 @@ function liveRefusal(d: Deps, row: StandingRow): VerifyResult | undefined {
   return refusal ? { valid: false, refusal, detail: `stream ${row.id} is ${live.status.replace('_', ' ')}${live.reason ? ` (${live.reason})` : ''}` } : undefined;
 }
 
-export function streamVerify(d: Deps, nodeId: string, id: string) {
-  const row = requireStream(d, nodeId, id);
+export async function streamVerify(d: Deps, nodeId: string, id: string) {
+  const row = await requireStream(d.store.q, nodeId, id);
   requireFundingFresh(d, row);
   const s = standing(d, row);
   const remaining = capOf(row) - row.billed_micro;
@@ -193,14 +192,15 @@ function headroomOf(d: Deps, row: HeadroomRow) {
   };
 }
 
-export function headroom(d: Deps, nodeId: string, id: string) {
-  const row = streams.getForHeadroom(d.store.db, nodeId, id, windowStart(d));
+export async function headroom(d: Deps, nodeId: string, id: string) {
+  const row = await streams.getForHeadroom(d.store.q, nodeId, id, windowStart(d));
   if (!row) throw notFound('stream');
   requireFundingFresh(d, row);
   return headroomOf(d, row);
 }
 
-export function finalityOf(d: Deps, row: StreamRow) {
+export async function finalityOf(d: Deps, row: StreamRow) {
+  const settlement = await inProgress(d, row);
   return {
     stream: row.id,
     asset: row.asset,
@@ -223,14 +223,14 @@ export function finalityOf(d: Deps, row: StreamRow) {
     unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(),
     reason: finalityReason(d, row),
     funding: { status: row.funding_status, reason: row.funding_reason, fundedMicro: row.funding_limit_micro === null ? null : row.funding_limit_micro.toString() },
-    settlement: inProgress(d, row),
+    settlement,
     asOf: iso(d.now()),
   };
 }
 
 /** The newest settlement when it is not final yet: amount, reference, attempts, last error, stuck past the limit. */
-function inProgress(d: Deps, row: StreamRow) {
-  const s = settlements.latestUnfinished(d.store.db, row.node_id, row.id);
+async function inProgress(d: Deps, row: StreamRow) {
+  const s = await settlements.latestUnfinished(d.store.q, row.node_id, row.id);
   if (!s) return null;
   const sentAt = s.submitted_at === null ? null : Number(s.submitted_at);
   return {
@@ -245,7 +245,7 @@ function inProgress(d: Deps, row: StreamRow) {
   };
 }
 
-export const finality = (d: Deps, nodeId: string, id: string) => finalityOf(d, requireStream(d, nodeId, id));
+export const finality = async (d: Deps, nodeId: string, id: string) => finalityOf(d, await requireStream(d.store.q, nodeId, id));
 
 export interface ListOptions { status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }
 
@@ -259,9 +259,9 @@ function readCursor(cursor: string | undefined, sort: 'id' | 'activity'): { afte
   return { afterId: m[2]!, afterAt: Number(m[1]) };
 }
 
-export function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number, o: ListOptions = {}) {
+export async function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number, o: ListOptions = {}) {
   const sort = o.sort ?? 'id';
-  const rows = streams.list(d.store.db, nodeId, { status: o.status ?? 'all', sort, ...readCursor(cursor, sort), limit: limit + 1, windowStart: windowStart(d), now: d.now() });
+  const rows = await streams.list(d.store.q, nodeId, { status: o.status ?? 'all', sort, ...readCursor(cursor, sort), limit: limit + 1, windowStart: windowStart(d), now: d.now() });
   const page = rows.slice(0, limit);
   const last = page[page.length - 1];
   return {
@@ -366,15 +366,14 @@ export function checkEip712Voucher(row: StreamRow, v: unknown, now = Date.now())
  * Reaching the cap marks the stream exhausted and records stream.exhausted in the same transaction.
  */
 export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher: unknown, credential?: string) {
-  if (credential !== undefined && !streams.get(d.store.db, nodeId, id)) {
+  if (credential !== undefined && !(await streams.get(d.store.q, nodeId, id))) {
     const r = await verifyCredential(d, nodeId, credential);
     // A credential that registered its stream as unfunded: the voucher is refused as for any stream not payable.
     if (!r.valid && r.refusal !== 'unfunded') throw refused('credential_refused', r.refusal, r.detail, { valid: false });
     if (r.valid && r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
   }
-  return d.store.write(() => { // group commit: shares one durable commit with concurrent writes
-    const db = d.store.db;
-    const row = requireStream(d, nodeId, id);
+  return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
+    const row = await requireStream(db, nodeId, id);
     requireFundingFresh(d, row);
     const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
     const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
@@ -390,10 +389,10 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
       throw vRefuse('over_cap', `voucher amount ${v.amount} is above what the funding source can pay: ${row.funding_source?.startsWith('escrow:') ? 'the channel deposit' : 'the authorization'} is ${cap}`, { capMicro: row.cap_micro.toString(), effectiveCapMicro: cap.toString(), ...billed });
     const now = d.now();
     const exhausted = v.amount === row.cap_micro;
-    streams.bill(db, nodeId, id, v.amount, v.units, encoded, v.iat, now, exhausted);
-    vouchers.insert(db, { nodeId, stream: id, amount: v.amount, units: v.units, signedAt: v.iat, now, voucher: encoded });
+    await streams.bill(db, nodeId, id, v.amount, v.units, encoded, v.iat, now, exhausted);
+    await vouchers.insert(db, { nodeId, stream: id, amount: v.amount, units: v.units, signedAt: v.iat, now, voucher: encoded });
     if (exhausted)
-      recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: v.amount.toString() }, now);
+      await recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: v.amount.toString() }, now);
     const remaining = cap - v.amount;
     return {
       accepted: true as const,

@@ -8,6 +8,7 @@ import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, type EventRow } from '../store/events.js';
 import { attempts, deliveries, matches, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
+import type { Sql } from '../store/sql.js';
 import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -66,7 +67,7 @@ function checkUrl(d: Deps, raw: string): string {
   return u.href;
 }
 
-export function createSubscription(d: Deps, nodeId: string, req: CreateSubscription) {
+export async function createSubscription(d: Deps, nodeId: string, req: CreateSubscription) {
   const url = checkUrl(d, req.url);
   refuseControl('description', req.description);
   const version = req.schemaVersion ?? '1.1.0';
@@ -84,51 +85,54 @@ export function createSubscription(d: Deps, nodeId: string, req: CreateSubscript
     id: newId('whk'), node_id: nodeId, url, events, schema_version: version, description: req.description ?? null,
     status: 'active' as const, secret: newWebhookSecret(), created_at: now,
   };
-  const s = d.store.db.transaction(() => {
+  const s = await d.store.write(async (tx) => {
     const max = d.config.maxSubscriptionsPerNode;
-    if (subscriptions.countForNode(d.store.db, nodeId) >= max)
+    if ((await subscriptions.countForNode(tx, nodeId)) >= max)
       throw limitExceeded('subscriptions', max, `this node already has ${max} webhook subscriptions (the limit); delete one first`);
-    subscriptions.insert(d.store.db, row);
-    return subscriptions.byId(d.store.db, row.id)!;
-  }).immediate();
+    await subscriptions.insert(tx, row);
+    await d.store.invalidate(tx, { topic: 'subscriptions', key: row.id });
+    return (await subscriptions.byId(tx, row.id))!;
+  });
   // The secret appears here, once.
   return { ...view(s, now), secret: row.secret };
 }
 
-export const listSubscriptions = (d: Deps, nodeId: string) => ({ data: subscriptions.list(d.store.db, nodeId).map((s) => view(s, d.now())) });
+export const listSubscriptions = async (d: Deps, nodeId: string) => ({ data: (await subscriptions.list(d.store.q, nodeId)).map((s) => view(s, d.now())) });
 
-function requireSubscription(d: Deps, nodeId: string, id: string): SubscriptionRow {
-  const s = subscriptions.get(d.store.db, nodeId, id);
+async function requireSubscription(q: Sql, nodeId: string, id: string): Promise<SubscriptionRow> {
+  const s = await subscriptions.get(q, nodeId, id);
   if (!s) throw notFound('webhook subscription'); // unknown and another node's look the same
   return s;
 }
 
 /** Revoke: no more deliveries, pending ones cancelled; afterwards the id is 404. */
-export function deleteSubscription(d: Deps, nodeId: string, id: string): void {
-  d.store.db.transaction(() => {
-    requireSubscription(d, nodeId, id);
-    subscriptions.setStatus(d.store.db, id, 'deleted', null, d.now());
-    deliveries.cancelPending(d.store.db, id);
-  }).immediate();
+export async function deleteSubscription(d: Deps, nodeId: string, id: string): Promise<void> {
+  await d.store.write(async (tx) => {
+    await requireSubscription(tx, nodeId, id);
+    await subscriptions.setStatus(tx, id, 'deleted', null, d.now());
+    await deliveries.cancelPending(tx, id);
+    await d.store.invalidate(tx, { topic: 'subscriptions', key: id });
+  });
 }
 
 /** New secret now; the old one still signs (second signature) until the overlap ends. */
 export function rotateSecret(d: Deps, nodeId: string, id: string, overlapSeconds = DEFAULT_OVERLAP_S) {
   if (!Number.isInteger(overlapSeconds) || overlapSeconds < 0 || overlapSeconds > 7 * 86_400) throw invalidRequest('overlapSeconds must be an integer from 0 to 604800');
-  return d.store.db.transaction(() => {
-    requireSubscription(d, nodeId, id);
+  return d.store.write(async (tx) => {
+    await requireSubscription(tx, nodeId, id);
     const now = d.now();
     const secret = newWebhookSecret();
-    subscriptions.rotate(d.store.db, id, secret, now + overlapSeconds * 1000, now);
-    return { ...view(subscriptions.byId(d.store.db, id)!, now), secret };
-  }).immediate();
+    await subscriptions.rotate(tx, id, secret, now + overlapSeconds * 1000, now);
+    await d.store.invalidate(tx, { topic: 'subscriptions', key: id });
+    return { ...view((await subscriptions.byId(tx, id))!, now), secret };
+  });
 }
 
-export function listAttempts(d: Deps, nodeId: string, id: string, cursor: string | undefined, limit: number) {
-  const s = requireSubscription(d, nodeId, id);
-  const rows = attempts.page(d.store.db, s.id, cursor ?? null, limit + 1);
+export async function listAttempts(d: Deps, nodeId: string, id: string, cursor: string | undefined, limit: number) {
+  const s = await requireSubscription(d.store.q, nodeId, id);
+  const rows = await attempts.page(d.store.q, s.id, cursor ?? null, limit + 1);
   const page = rows.slice(0, limit);
-  const h = attempts.health(d.store.db, s.id);
+  const h = await attempts.health(d.store.q, s.id);
   return {
     subscription: s.id,
     health: { pending: h.pending, retrying: h.retrying, dead: h.dead, delivered: h.delivered },
@@ -149,39 +153,41 @@ export function listAttempts(d: Deps, nodeId: string, id: string, cursor: string
   };
 }
 
-function requireEvent(d: Deps, nodeId: string, id: string): EventRow {
-  const e = eventsTable.get(d.store.db, nodeId, id);
+async function requireEvent(q: Sql, nodeId: string, id: string): Promise<EventRow> {
+  const e = await eventsTable.get(q, nodeId, id);
   if (!e) throw notFound('event');
   return e;
 }
 
 /** Queue the event again for every active matching subscription (or just one): a new delivery, same event id. */
-export function redeliver(d: Deps, nodeId: string, eventId: string, subscriptionId?: string) {
-  const out = d.store.db.transaction(() => {
-    const e = requireEvent(d, nodeId, eventId);
-    const subs = subscriptionId ? [requireSubscription(d, nodeId, subscriptionId)] : subscriptions.list(d.store.db, nodeId);
+export async function redeliver(d: Deps, nodeId: string, eventId: string, subscriptionId?: string) {
+  const out = await d.store.write(async (tx) => {
+    const e = await requireEvent(tx, nodeId, eventId);
+    const subs = subscriptionId ? [await requireSubscription(tx, nodeId, subscriptionId)] : await subscriptions.list(tx, nodeId);
     const now = d.now();
     const targets = subs.filter((s) => s.status === 'active' && matches(s, e.type));
     // A delivery of this event still waiting (retrying) is the one to complete: brought forward, never doubled by
     // a second row that would send again when the old one's retry comes due. One in flight right now may already
     // be acknowledged: a replay asked for another send, so it gets a new row.
-    const plan = targets.map((s) => {
-      const pending = deliveries.pendingFor(d.store.db, e.seq, s.id);
-      return { s, complete: pending && !pending.in_flight ? pending.id : undefined };
-    });
+    const plan: Array<{ s: SubscriptionRow; complete: string | undefined }> = [];
+    for (const s of targets) {
+      const pending = await deliveries.pendingFor(tx, e.seq, s.id);
+      plan.push({ s, complete: pending && !pending.in_flight ? pending.id : undefined });
+    }
     // One node's flood of redeliveries must not grow without bound (the claim keeps it from delaying others).
     const max = d.config.maxRedeliveriesPerNode;
     // At the limit every redeliver is refused, even one that would only bring a pending delivery forward.
     const fresh = plan.filter((p) => !p.complete).length;
-    const pendingCount = plan.length ? deliveries.pendingRedeliveries(d.store.db, nodeId) : 0;
+    const pendingCount = plan.length ? await deliveries.pendingRedeliveries(tx, nodeId) : 0;
     if (pendingCount + fresh > max || pendingCount >= max)
       throw limitExceeded('redeliveries', max, `this node has ${pendingCount} redeliveries pending (the limit is ${max}); retry when some are delivered`, REDELIVERY_RETRY_AFTER_S);
-    const queued = plan.map(({ s, complete }) =>
-      complete && deliveries.dueNow(d.store.db, complete, now)
+    const queued: Array<{ subscription: string; deliveryId: string }> = [];
+    for (const { s, complete } of plan)
+      queued.push(complete && (await deliveries.dueNow(tx, complete, now))
         ? { subscription: s.id, deliveryId: complete }
-        : { subscription: s.id, deliveryId: deliveries.insert(d.store.db, e.seq, s.id, now, true) });
+        : { subscription: s.id, deliveryId: await deliveries.insert(tx, e.seq, s.id, now, true) });
     return { event: e.id, queued };
-  }).immediate();
+  });
   d.wakeDelivery?.();
   return out;
 }
@@ -193,7 +199,7 @@ const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
  * With retention on, events older than the horizon may be gone: the answer names the horizon and says when
  * `since` reaches before it.
  */
-export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
+export async function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
   if (cursor !== undefined && since !== undefined) throw invalidRequest('give cursor or since, not both');
   // Strict: only a cursor this API gave out (base64url of a decimal position); anything else is the documented 400.
@@ -202,9 +208,9 @@ export function listEvents(d: Deps, nodeId: string, cursor: string | undefined, 
   if (!Number.isSafeInteger(after)) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
   const sinceMs = since === undefined ? undefined : Date.parse(since);
   if (sinceMs !== undefined && (Number.isNaN(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(since!))) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`);
-  if (sinceMs !== undefined) after = eventsTable.seqBefore(d.store.db, nodeId, sinceMs) ?? eventsTable.lastSeq(d.store.db, nodeId);
+  if (sinceMs !== undefined) after = (await eventsTable.seqBefore(d.store.q, nodeId, sinceMs)) ?? (await eventsTable.lastSeq(d.store.q, nodeId));
   const horizon = d.config.retentionMs > 0 ? d.now() - d.config.retentionMs : null;
-  const rows = eventsTable.page(d.store.db, nodeId, after, limit + 1, type);
+  const rows = await eventsTable.page(d.store.q, nodeId, after, limit + 1, type);
   const page = rows.slice(0, limit);
   const cursorOf = (seq: number) => Buffer.from(String(seq)).toString('base64url');
   return {

@@ -4,6 +4,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { NodeSvcError } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
+import type { Invalidation, Params, Sql, Store } from './sql.js';
 
 export type Db = BetterSqlite3.Database;
 
@@ -21,70 +22,120 @@ function addonPath(): string | undefined {
   }
 }
 
-export interface Store {
-  db: Db;
-  dataDir: string;
-  path: string;
-  /**
-   * Group commit: run `fn` in the next shared write transaction and resolve after that transaction is durably
-   * committed (synchronous=FULL), so an answer sent after it still means "on disk". `fn` runs in its own savepoint:
-   * if it throws, only its changes are undone and only its promise rejects.
-   */
-  write<T>(fn: () => T): Promise<T>;
-  close(): void;
+/** The SQLite store: the data dir's database file, with its connection for direct (SQLite-only) use. */
+export interface SqliteStore extends Store {
+  readonly dialect: 'sqlite';
+  /** The writer connection (migrations, backup, tests); statements of the store run through `q` and `write`. */
+  readonly db: Db;
+  /** Both connections (the writer, and the reader once opened): tests read every prepared statement's plan. */
+  connections(): Db[];
+  readonly path: string;
 }
 
 interface WriteJob {
-  fn: () => unknown;
+  fn: (tx: Sql) => Promise<unknown>;
+  /** false: losing it in a power cut only means doing it again (delivery claims): no fsync of its own. */
+  durable: boolean;
   resolve(v: unknown): void;
   reject(e: unknown): void;
+}
+
+type Method = 'get' | 'all' | 'run';
+function call(s: BetterSqlite3.Statement, m: Method, p: Params | undefined): unknown {
+  if (p === undefined) return s[m]();
+  return Array.isArray(p) ? s[m](...(p as unknown[])) : s[m](p);
+}
+
+/** Statements on one better-sqlite3 connection, as the store interface's promises. */
+export class SqliteSql implements Sql {
+  readonly dialect = 'sqlite' as const;
+  /** `writes`: where a run() goes (the store's group commit) instead of this connection. */
+  constructor(private readonly conn: () => Db, private readonly writes?: (sql: string, p?: Params) => Promise<number>) {}
+  async get<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return call(stmt(this.conn(), sql, safe), 'get', p) as T | undefined; }
+  async all<T>(sql: string, p?: Params, safe = false): Promise<T[]> { return call(stmt(this.conn(), sql, safe), 'all', p) as T[]; }
+  async value<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return call(stmt(this.conn(), sql, safe, true), 'get', p) as T | undefined; }
+  async run(sql: string, p?: Params): Promise<number> {
+    if (this.writes) return this.writes(sql, p);
+    return (call(stmt(this.conn(), sql), 'run', p) as BetterSqlite3.RunResult).changes;
+  }
 }
 
 /**
  * Concurrent writes (requests whose bodies arrived in the same turn of the event loop) share one transaction and
  * one fsync. The batch runs on setImmediate: after the I/O that queued it, with no timer added to any request.
+ * Jobs run one after another inside it, each in its own savepoint; one batch at a time. A job awaits only its
+ * `tx` (statements on this connection, which answer at once), so a batch holds the writer for its CPU time only.
  */
 export class WriteQueue {
   #jobs: WriteJob[] = [];
   #scheduled = false;
+  #running = false;
+  readonly #tx: SqliteSql;
+  /** Run after each commit (SQLite's invalidations are this process's own). */
+  afterCommit: Array<() => void> = [];
   /** Transactions committed and jobs run through them (bench/commit reads these). */
   readonly stats = { commits: 0, jobs: 0 };
-  constructor(readonly db: Db) {}
+  constructor(readonly db: Db) {
+    this.#tx = new SqliteSql(() => db);
+  }
 
-  write<T>(fn: () => T): Promise<T> {
+  write<T>(fn: (tx: Sql) => Promise<T>, durable = true): Promise<T> {
     return new Promise<T>((resolve, reject) => {
-      this.#jobs.push({ fn, resolve: resolve as (v: unknown) => void, reject });
-      if (!this.#scheduled) {
-        this.#scheduled = true;
-        setImmediate(() => this.flush());
-      }
+      this.#jobs.push({ fn, durable, resolve: resolve as (v: unknown) => void, reject });
+      this.#kick();
     });
   }
 
+  #kick(): void {
+    if (this.#scheduled || this.#running) return;
+    this.#scheduled = true;
+    setImmediate(() => void this.flush());
+  }
+
   /** Run every queued job in one IMMEDIATE transaction, then settle each promise. */
-  flush(): void {
+  async flush(): Promise<void> {
     this.#scheduled = false;
+    if (this.#running) return;
     const jobs = this.#jobs;
     this.#jobs = [];
     if (!jobs.length) return;
+    this.#running = true;
     const out: Array<{ ok: boolean; v: unknown }> = new Array(jobs.length);
+    const db = this.db;
+    // A batch of non-durable jobs only commits without its fsync (the next durable commit syncs the WAL with it).
+    const relaxed = jobs.every((j) => !j.durable);
     try {
-      this.db.transaction(() => {
+      try {
+        if (relaxed) db.pragma('synchronous = NORMAL');
+        db.exec('BEGIN IMMEDIATE');
         for (let i = 0; i < jobs.length; i++) {
+          db.exec('SAVEPOINT job');
           try {
-            out[i] = { ok: true, v: this.db.transaction(jobs[i]!.fn)() }; // nested: a savepoint
+            out[i] = { ok: true, v: await jobs[i]!.fn(this.#tx) };
+            db.exec('RELEASE job');
           } catch (err) {
             out[i] = { ok: false, v: err };
+            db.exec('ROLLBACK TO job');
+            db.exec('RELEASE job');
           }
         }
-      }).immediate();
-    } catch (err) {
-      for (const j of jobs) j.reject(err); // nothing of the batch is on disk
-      return;
+        db.exec('COMMIT');
+      } catch (err) {
+        if (db.inTransaction) db.exec('ROLLBACK');
+        for (const j of jobs) j.reject(err); // nothing of the batch is on disk
+        return;
+      }
+      this.stats.commits++;
+      this.stats.jobs += jobs.length;
+      const after = this.afterCommit;
+      this.afterCommit = [];
+      for (const f of after) f();
+      for (let i = 0; i < jobs.length; i++) (out[i]!.ok ? jobs[i]!.resolve : jobs[i]!.reject)(out[i]!.v);
+    } finally {
+      if (relaxed) db.pragma('synchronous = FULL');
+      this.#running = false;
+      if (this.#jobs.length) this.#kick();
     }
-    this.stats.commits++;
-    this.stats.jobs += jobs.length;
-    for (let i = 0; i < jobs.length; i++) (out[i]!.ok ? jobs[i]!.resolve : jobs[i]!.reject)(out[i]!.v);
   }
 }
 
@@ -139,7 +190,7 @@ export function validateBackup(file: string): { schema: number } {
  * Open (creating if needed) the store: dir 0700, database 0600, WAL, foreign keys, busy timeout,
  * then migrate. A database written by a newer node-svc is refused before anything touches it.
  */
-export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): Store {
+export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = {}): SqliteStore {
   const path = join(dataDir, DB_FILE);
   if (opts.readonly && !existsSync(path))
     throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
@@ -172,28 +223,73 @@ export function openStore(dataDir: string, opts: { readonly?: boolean } = {}): S
     db.close();
     throw err;
   }
-  let queue: WriteQueue | undefined;
-  return { db, dataDir, path, write: (fn) => (queue ??= new WriteQueue(db)).write(fn), close: () => db.close() };
+  return sqliteStore(db, dataDir, path, !!opts.readonly);
+}
+
+function sqliteStore(db: Db, dataDir: string, path: string, readonly: boolean): SqliteStore {
+  const queue = new WriteQueue(db);
+  const listeners = new Set<(inv: Invalidation) => void>();
+  // Reads outside write() go to a second connection: they see committed data only, never a batch in progress.
+  let reader: Db | undefined;
+  const readerDb = () => {
+    if (readonly) return db;
+    if (!reader) {
+      const addon = addonPath();
+      reader = new Database(path, { readonly: true, timeout: 5000, ...(addon ? { nativeBinding: addon } : {}) });
+      reader.pragma('cache_size = -4000');
+    }
+    return reader;
+  };
+  const write = <T>(fn: (tx: Sql) => Promise<T>): Promise<T> => {
+    if (readonly) return Promise.reject(new NodeSvcError('store', 'this store was opened read-only'));
+    return queue.write(fn);
+  };
+  const q = new SqliteSql(readerDb, (sql, p) => write((tx) => tx.run(sql, p)));
+  return {
+    dialect: 'sqlite',
+    description: path,
+    db,
+    dataDir,
+    path,
+    q,
+    connections: () => (reader ? [db, reader] : [db]),
+    write,
+    transaction: (fn) => (readonly ? write(fn) : queue.write(fn, false)),
+    stats: queue.stats,
+    async invalidate(_tx, inv) {
+      queue.afterCommit.push(() => { for (const f of listeners) f(inv); });
+    },
+    onInvalidate(fn) {
+      listeners.add(fn);
+      return () => listeners.delete(fn);
+    },
+    async close() {
+      reader?.close();
+      db.close();
+    },
+  };
 }
 
 // Statements prepared once per connection: preparing is a measurable share of a hot request (bench/http).
 const statements = new WeakMap<Db, Map<string, BetterSqlite3.Statement>>();
 /** The prepared statement for `sql` on `db`; `safe` reads INTEGER columns as BigInt (money). */
-export function stmt(db: Db, sql: string, safe = false): BetterSqlite3.Statement {
+export function stmt(db: Db, sql: string, safe = false, pluck = false): BetterSqlite3.Statement {
   let m = statements.get(db);
   if (!m) statements.set(db, (m = new Map()));
-  const key = safe ? `safe:${sql}` : sql;
+  const key = `${safe ? 'safe:' : ''}${pluck ? 'pluck:' : ''}${sql}`;
   let s = m.get(key);
   if (!s) {
     s = db.prepare(sql);
     if (safe) s.safeIntegers(true);
+    if (pluck) s.pluck(true);
     m.set(key, s);
   }
   return s;
 }
 
-/** The SQL of every statement prepared through stmt() on `db` so far (a test checks each one's query plan). */
-export const preparedSql = (db: Db): string[] => [...new Set([...(statements.get(db)?.keys() ?? [])].map((k) => k.replace(/^safe:/, '')))];
+/** The SQL of every statement prepared on the store's connections so far (a test checks each one's query plan). */
+export const preparedSql = (store: SqliteStore): string[] =>
+  [...new Set(store.connections().flatMap((db) => [...(statements.get(db)?.keys() ?? [])]).map((k) => k.replace(/^(safe:)?(pluck:)?/, '')))];
 
 export const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 

@@ -1,6 +1,6 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
-import { stmt, type Db } from './db.js';
+import type { Sql } from './sql.js';
 
 export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
 export interface SettlementFigures {
@@ -19,41 +19,44 @@ export interface SettlementFigures {
   byAsset: Array<{ asset: string; unsettledMicro: bigint; finalMicro: bigint; streams: number }>;
 }
 
+const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 END), 0)`;
+
 export const health = {
-  ping: (db: Db) => stmt(db, 'SELECT 1 AS ok').get() as { ok: number },
-  outbox: (db: Db): OutboxFigures => {
+  ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
+  outbox: async (q: Sql): Promise<OutboxFigures> => {
     // last_error marks a delivery that failed at least once (attempts also counts a claim in flight).
-    const r = stmt(db, `SELECT COALESCE(SUM(status = 'pending' AND last_error IS NULL), 0) AS pending,
-      COALESCE(SUM(status = 'pending' AND last_error IS NOT NULL), 0) AS retrying,
-      COALESCE(SUM(status = 'dead'), 0) AS dead,
+    const r = (await q.get<{ pending: number; retrying: number; dead: number; oldest: number | null }>(`SELECT ${count("status = 'pending' AND last_error IS NULL")} AS pending,
+      ${count("status = 'pending' AND last_error IS NOT NULL")} AS retrying,
+      ${count("status = 'dead'")} AS dead,
       MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest
-      FROM deliveries WHERE status IN ('pending', 'dead')`).get() as { pending: number; retrying: number; dead: number; oldest: number | null };
+      FROM deliveries WHERE status IN ('pending', 'dead')`))!;
     return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
   },
-  settlements: (db: Db, now: number, stuckAfterMs: number): SettlementFigures => {
-    const s = stmt(db, `SELECT COALESCE(SUM(status IN ('pending', 'submitted')), 0) AS in_flight,
-      COALESCE(SUM(status = 'checkpointed'), 0) AS checkpointed,
+  settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
+    const s = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; stuck: number; oldest_unmined: number | null }>(
+      `SELECT ${count("status IN ('pending', 'submitted')")} AS in_flight,
+      ${count("status = 'checkpointed'")} AS checkpointed,
       MIN(CASE WHEN status IN ('pending', 'submitted', 'checkpointed') THEN created_at END) AS oldest,
-      COALESCE(SUM(status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?), 0) AS stuck,
+      ${count("status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?")} AS stuck,
       MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
-      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`).get(now - stuckAfterMs) as {
-        in_flight: number; checkpointed: number; oldest: number | null; stuck: number; oldest_unmined: number | null };
+      FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`, [now - stuckAfterMs]))!;
     // A failing stream is retried with backoff of at most 5 minutes, so its latest (failed) row is recent: count those.
-    const failed = stmt(db, `SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
-      AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`)
-      .get(now - 3_600_000) as { n: number };
-    const byAsset = (stmt(db, 'SELECT asset, billed_micro - final_micro AS unsettled, final_micro AS final, billed_streams AS n FROM asset_totals WHERE billed_streams > 0 ORDER BY asset', true)
-      .all() as Array<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>)
+    const failed = (await q.value<number>(`SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
+      AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`, [now - 3_600_000])) ?? 0;
+    const byAsset = (await q.all<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>(
+      'SELECT asset, billed_micro - final_micro AS unsettled, final_micro AS final, billed_streams AS n FROM asset_totals WHERE billed_streams > 0 ORDER BY asset', [], true))
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
-    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed: failed.n, oldestOpenAt: s.oldest, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
+    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed, oldestOpenAt: s.oldest, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
   },
   /** Active subscriptions whose latest attempts fail (failing_since is cleared by the next success). */
-  subscriptions: (db: Db) =>
-    stmt(db, `SELECT COUNT(*) AS total, COALESCE(SUM(failing_since IS NOT NULL), 0) AS failing, MIN(failing_since) AS failing_since,
-      (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled') AS disabled
-      FROM webhook_subscriptions WHERE status = 'active'`).get() as { total: number; failing: number; failing_since: number | null; disabled: number },
-  keys: (db: Db) =>
-    stmt(db, `SELECT issuer, COUNT(*) AS keys, MAX(fetched_at) AS fetched_at,
-      MAX(source LIKE 'http://%' OR source LIKE 'https://%') AS from_url FROM issuer_keys GROUP BY issuer ORDER BY issuer`).all() as Array<{ issuer: string; keys: number; fetched_at: number; from_url: number }>,
-  nodes: (db: Db) => (stmt(db, 'SELECT COUNT(*) AS n FROM nodes').get() as { n: number }).n,
+  subscriptions: async (q: Sql) =>
+    (await q.get<{ total: number; failing: number; failing_since: number | null; disabled: number }>(`SELECT COUNT(*) AS total, ${count('failing_since IS NOT NULL')} AS failing,
+      MIN(failing_since) AS failing_since, (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled') AS disabled
+      FROM webhook_subscriptions WHERE status = 'active'`))!,
+  keys: (q: Sql) =>
+    q.all<{ issuer: string; keys: number; fetched_at: number; from_url: number }>(`SELECT issuer, COUNT(*) AS keys, MAX(fetched_at) AS fetched_at,
+      MAX(CASE WHEN source LIKE 'http://%' OR source LIKE 'https://%' THEN 1 ELSE 0 END) AS from_url FROM issuer_keys GROUP BY issuer ORDER BY issuer`),
+  /** Streams whose billed truth is above their final amount (a counter kept by triggers, migration 0090). */
+  unsettledStreams: (q: Sql) => q.value<number>("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'"),
+  nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes')) ?? 0,
 };

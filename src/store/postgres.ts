@@ -294,6 +294,7 @@ class PgStore implements PostgresStore {
   #scheduled = false;
   #batch: Promise<void> | undefined;
   #closed = false;
+  readonly #readonly: boolean;
   #subscribers = new Set<(inv: Invalidation) => void>();
   #listener: Listener | undefined;
 
@@ -314,6 +315,7 @@ class PgStore implements PostgresStore {
     this.#pool.on('error', () => {});
     // Reads and lone statements check a client out themselves so that a failure to connect (a 503: the database
     // cannot be used now) is told apart from an error of the statement.
+    this.#readonly = !!opts.readonly;
     this.q = this.#sql({
       query: async (config) => {
         const client = await this.#connect();
@@ -327,6 +329,10 @@ class PgStore implements PostgresStore {
         }
       },
     }, () => true);
+    // A run() outside write() is a write like any other: through the group commit and its lock (as on SQLite), so
+    // every write of every daemon is serialised and sequence numbers commit in order, wherever a module calls run().
+    const reads = this.q;
+    this.q = { ...reads, dialect: 'postgres', run: (sql, params) => this.write((tx) => tx.run(sql, params)) };
   }
 
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
@@ -394,6 +400,7 @@ class PgStore implements PostgresStore {
 
   write<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new NodeSvcError('store', 'the store is closed'));
+    if (this.#readonly) return Promise.reject(new NodeSvcError('store', 'this store was opened read-only'));
     return new Promise<T>((resolve, reject) => {
       this.#jobs.push({ fn, resolve: resolve as (v: unknown) => void, reject });
       this.#schedule();
@@ -472,10 +479,13 @@ class PgStore implements PostgresStore {
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    if (this.#readonly) throw new NodeSvcError('store', 'this store was opened read-only');
     const client = await this.#connect();
     let live = true;
     try {
-      await client.query('BEGIN');
+      // What these transactions hold (claims, leases) may be lost in a crash without harm (at worst a resend), so
+      // their commit does not wait for the WAL flush; a later durable commit flushes it anyway.
+      await client.query('BEGIN; SET LOCAL synchronous_commit TO off');
       const v = await fn(this.#sql(client, () => live));
       live = false;
       const res = await client.query('COMMIT');

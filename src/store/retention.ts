@@ -4,20 +4,8 @@
 //   - events that occurred before the horizon and that no delivery row points at any more (so never the event
 //     of a delivery still pending, retrying or dead).
 // Never streams, vouchers (billed truth), settlements, revocations, budgets, control facts, periods, keys or tokens.
-import { stmt, type Db } from './db.js';
-
-/**
- * Pruning needs no fsync of its own: a prune lost in a crash is simply done again, and the next durable commit
- * (synchronous=FULL) syncs the WAL with it. Without the fsync a batch holds the store for its CPU time only.
- */
-function unsynced<T>(db: Db, fn: () => T): T {
-  db.pragma('synchronous = NORMAL');
-  try {
-    return db.transaction(fn).immediate();
-  } finally {
-    db.pragma('synchronous = FULL');
-  }
-}
+import type { Sql } from './sql.js';
+import { placeholders } from './webhooks.js';
 
 export interface PruneCount {
   deliveries: number;
@@ -41,11 +29,11 @@ export interface Batch {
  * own needed): those delivered or cancelled, created and finished before `horizon`, are deleted with their
  * attempts. Done once a delivery created at or after the horizon (or the end) is reached.
  */
-export function pruneDeliveries(db: Db, horizon: number, after: number, limit: number): Batch {
-  return unsynced(db, () => {
-    const rows = stmt(db, `SELECT rowid AS r, id, created_at < ? AS old,
-      status IN ('delivered', 'cancelled') AND (delivered_at IS NULL OR delivered_at < ?) AS finished
-      FROM deliveries WHERE rowid > ? ORDER BY rowid LIMIT ?`).all(horizon, horizon, after, limit) as Array<{ r: number; id: string; old: number; finished: number }>;
+export async function pruneDeliveries(tx: Sql, horizon: number, after: number, limit: number): Promise<Batch> {
+  {
+    const rows = await tx.all<{ r: number; id: string; old: number; finished: number }>(`SELECT rowid AS r, id, CASE WHEN created_at < ? THEN 1 ELSE 0 END AS old,
+      CASE WHEN status IN ('delivered', 'cancelled') AND (delivered_at IS NULL OR delivered_at < ?) THEN 1 ELSE 0 END AS finished
+      FROM deliveries WHERE rowid > ? ORDER BY rowid LIMIT ?`, [horizon, horizon, after, limit]);
     const drop: string[] = [];
     let last = after;
     let done = rows.length < limit;
@@ -57,12 +45,11 @@ export function pruneDeliveries(db: Db, horizon: number, after: number, limit: n
     let attempts = 0;
     let deliveries = 0;
     if (drop.length) {
-      const list = JSON.stringify(drop);
-      attempts = stmt(db, 'DELETE FROM delivery_attempts WHERE delivery_id IN (SELECT value FROM json_each(?))').run(list).changes;
-      deliveries = stmt(db, "DELETE FROM deliveries WHERE id IN (SELECT value FROM json_each(?)) AND status IN ('delivered', 'cancelled')").run(list).changes;
+      attempts = await tx.run(`DELETE FROM delivery_attempts WHERE delivery_id IN (${placeholders(drop.length)})`, drop);
+      deliveries = await tx.run(`DELETE FROM deliveries WHERE id IN (${placeholders(drop.length)}) AND status IN ('delivered', 'cancelled')`, drop);
     }
     return { deliveries, attempts, events: 0, last, done };
-  });
+  }
 }
 
 /**
@@ -70,10 +57,11 @@ export function pruneDeliveries(db: Db, horizon: number, after: number, limit: n
  * `horizon` and that no delivery points at are deleted. Returns the last seq looked at (the next cursor) and
  * `done` once an event at or after the horizon (or the end) is reached.
  */
-export function pruneEvents(db: Db, horizon: number, afterSeq: number, limit: number): Batch {
-  return unsynced(db, () => {
-    const rows = stmt(db, `SELECT e.seq, e.occurred_at < ? AS old, EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq) AS held
-      FROM events e WHERE e.seq > ? ORDER BY e.seq LIMIT ?`).all(horizon, afterSeq, limit) as Array<{ seq: number; old: number; held: number }>;
+export async function pruneEvents(tx: Sql, horizon: number, afterSeq: number, limit: number): Promise<Batch> {
+  {
+    const rows = await tx.all<{ seq: number; old: number; held: number }>(`SELECT e.seq, CASE WHEN e.occurred_at < ? THEN 1 ELSE 0 END AS old,
+      CASE WHEN EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = e.seq) THEN 1 ELSE 0 END AS held
+      FROM events e WHERE e.seq > ? ORDER BY e.seq LIMIT ?`, [horizon, afterSeq, limit]);
     const drop: number[] = [];
     let lastSeq = afterSeq;
     let done = rows.length < limit;
@@ -83,8 +71,8 @@ export function pruneEvents(db: Db, horizon: number, afterSeq: number, limit: nu
       if (!r.held) drop.push(r.seq);
     }
     const events = drop.length
-      ? stmt(db, 'DELETE FROM events WHERE seq IN (SELECT value FROM json_each(?)) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)').run(JSON.stringify(drop)).changes
+      ? await tx.run(`DELETE FROM events WHERE seq IN (${placeholders(drop.length)}) AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = events.seq)`, drop)
       : 0;
     return { deliveries: 0, attempts: 0, events, last: lastSeq, done };
-  });
+  }
 }

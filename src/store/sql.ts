@@ -49,7 +49,8 @@ export interface Store {
   write<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
   /**
    * A transaction outside the serialised writes, for work that takes row locks and must not wait for the write
-   * batches (claiming due deliveries with FOR UPDATE SKIP LOCKED). SQLite: the same as write().
+   * batches (claiming due deliveries with FOR UPDATE SKIP LOCKED), and that may be lost in a crash without harm (a
+   * lease: at worst a resend). SQLite: a write() batch that commits without its own fsync.
    */
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
   /** Tell every daemon on this store (this one included, after the commit) that `inv.key` changed. Call inside write(). */

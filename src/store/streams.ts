@@ -1,6 +1,6 @@
 // Streams, vouchers, revocations, budgets, payer subscription periods, control facts: the only SQL for them.
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
-import { stmt, type Db } from './db.js';
+import type { Sql } from './sql.js';
 
 export type FundingStatus = 'none' | 'pending' | 'funded' | 'unfunded';
 
@@ -53,7 +53,7 @@ export interface StreamRow {
 // The reads of a stream and everything its standing depends on share these pieces (the headroom path is hot).
 const JOINS = `FROM streams s LEFT JOIN revocations r ON r.node_id = s.node_id AND r.stream = s.id
   LEFT JOIN budgets b ON b.node_id = s.node_id AND b.id = s.budget`;
-const STANDING_COLUMNS = 'r.stream IS NOT NULL AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons';
+const STANDING_COLUMNS = 'CASE WHEN r.stream IS NOT NULL THEN 1 ELSE 0 END AS rev_ahead, r.reason AS rev_reason, b.status AS budget_status, b.reasons AS budget_reasons';
 /**
  * The billed amount as of the start of the rate window (bound first), for the observed rate. Accepted vouchers only
  * grow, so it is the last one received by then: one seek on (node, stream, received_at), whatever the history.
@@ -70,7 +70,7 @@ const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE
 const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`;
 /** Not open: what `standing` calls revoked, exhausted, budget halted or released, or expired (bound: now in ms). */
-const CLOSED = "(s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status IN ('halted', 'released'), 0) OR s.exp * 1000 <= @now)"; // COALESCE: NOT NULL is not true
+const CLOSED = "(s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status, 'active') IN ('halted', 'released') OR s.exp * 1000 <= @now)";
 const FILTER = { all: '', open: `AND NOT ${CLOSED}`, closed: `AND ${CLOSED}` } as const;
 const listSql = (status: keyof typeof FILTER, sort: 'id' | 'activity') =>
   `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE.replace('?', '@windowStart')} ${JOINS} WHERE s.node_id = @node ${FILTER[status]} ` +
@@ -112,123 +112,124 @@ export interface NewStream {
   funding_source: string | null;
 }
 
+const larger = (a: string, b: string) => `CASE WHEN ${a} > ${b} THEN ${a} ELSE ${b} END`;
+const toStreams = (rows: Record<string, unknown>[]) => rows.map((r) => toStream(r)!);
+
 export const streams = {
-  get: (db: Db, nodeId: string, id: string) => toStream(stmt(db, `${LIVE} WHERE s.node_id = ? AND s.id = ?`, true).get(nodeId, id) as Record<string, unknown> | undefined),
-  getStanding: (db: Db, nodeId: string, id: string) => {
-    const r = stmt(db, STANDING, true).get(nodeId, id) as Record<string, unknown> | undefined;
+  get: async (q: Sql, nodeId: string, id: string) => toStream(await q.get(`${LIVE} WHERE s.node_id = ? AND s.id = ?`, [nodeId, id], true)),
+  getStanding: async (q: Sql, nodeId: string, id: string) => {
+    const r = await q.get(STANDING, [nodeId, id], true);
     if (r) r.exp = Number(r.exp);
     return r as (StandingRow & { credential: string }) | undefined;
   },
   /** The narrow read of headroom, with the billed amount as of `windowStart` for the observed rate. */
-  getForHeadroom: (db: Db, nodeId: string, id: string, windowStart: number) => {
-    const r = stmt(db, HEADROOM, true).get(windowStart, nodeId, id) as Record<string, unknown> | undefined;
+  getForHeadroom: async (q: Sql, nodeId: string, id: string, windowStart: number) => {
+    const r = await q.get(HEADROOM, [windowStart, nodeId, id], true);
     if (r) r.exp = Number(r.exp);
     return r as HeadroomRow | undefined;
   },
-  insert: (db: Db, s: NewStream) =>
-    stmt(db, `INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
+  insert: (q: Sql, s: NewStream) =>
+    q.run(`INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
       rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at, funding_source, funding_status)
       VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
-      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, CASE WHEN @funding_source IS NULL THEN 'none' ELSE 'pending' END)`).run(s),
+      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, CASE WHEN @funding_source IS NULL THEN 'none' ELSE 'pending' END)`, s as unknown as Record<string, unknown>),
   /** A newer credential renews the stream: its cap never drops below what is already billed. */
-  renew: (db: Db, s: NewStream) =>
-    stmt(db, `UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,
-      cap_micro = MAX(@cap_micro, billed_micro), unit_price_micro = @unit_price_micro, rate_micro_per_s = @rate_micro_per_s,
+  renew: (q: Sql, s: NewStream) =>
+    q.run(`UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,
+      cap_micro = ${larger('@cap_micro', 'billed_micro')}, unit_price_micro = @unit_price_micro, rate_micro_per_s = @rate_micro_per_s,
       voucher_key = @voucher_key, claims = @claims, updated_at = @now
-      WHERE node_id = @node_id AND id = @id AND iat < @iat`).run(s).changes,
-  bill: (db: Db, nodeId: string, id: string, amount: bigint, units: bigint, voucher: string, signedAt: number, now: number, exhausted: boolean) =>
-    stmt(db, `UPDATE streams SET billed_micro = ?, billed_units = ?, billed_voucher = ?, billed_signed_at = ?, updated_at = ?,
-      status = CASE WHEN ? THEN 'exhausted' ELSE status END WHERE node_id = ? AND id = ?`).run(amount, units, voucher, signedAt, now, exhausted ? 1 : 0, nodeId, id),
-  setStatus: (db: Db, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
-    stmt(db, 'UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?').run(status, reason, now, nodeId, id).changes,
+      WHERE node_id = @node_id AND id = @id AND iat < @iat`, s as unknown as Record<string, unknown>),
+  bill: (q: Sql, nodeId: string, id: string, amount: bigint, units: bigint, voucher: string, signedAt: number, now: number, exhausted: boolean) =>
+    q.run(`UPDATE streams SET billed_micro = ?, billed_units = ?, billed_voucher = ?, billed_signed_at = ?, updated_at = ?,
+      status = CASE WHEN ? = 1 THEN 'exhausted' ELSE status END WHERE node_id = ? AND id = ?`, [amount, units, voucher, signedAt, now, exhausted ? 1 : 0, nodeId, id]),
+  setStatus: (q: Sql, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
+    q.run('UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?', [status, reason, now, nodeId, id]),
   /** A page of the node's streams, each with what headroom needs (one read, not one per stream). */
-  page: (db: Db, nodeId: string, afterId: string, limit: number, windowStart: number) =>
-    (stmt(db, PAGE, true).all(windowStart, nodeId, afterId, limit) as Record<string, unknown>[]).map((r) => toStream(r) as StreamRow & HeadroomRow),
+  page: async (q: Sql, nodeId: string, afterId: string, limit: number, windowStart: number) =>
+    toStreams(await q.all(PAGE, [windowStart, nodeId, afterId, limit], true)) as Array<StreamRow & HeadroomRow>,
   /** Record the rail's answer on the stream's funding source. */
-  setFunding: (db: Db, nodeId: string, id: string, f: { status: 'funded' | 'unfunded'; reason: string | null; limitMicro: bigint | null; now: number }) =>
-    stmt(db, 'UPDATE streams SET funding_status = ?, funding_reason = ?, funding_limit_micro = ?, funding_checked_at = ? WHERE node_id = ? AND id = ? AND funding_source IS NOT NULL')
-      .run(f.status, f.reason, f.limitMicro, f.now, nodeId, id),
-  /** The rail saw these sources change: their streams are read again first. */
-  fundingStale: (db: Db, sources: string[]) => {
-    const q = stmt(db, 'UPDATE streams SET funding_checked_at = NULL WHERE funding_source = ?');
-    db.transaction(() => { for (const src of sources) q.run(src); })();
+  setFunding: (q: Sql, nodeId: string, id: string, f: { status: 'funded' | 'unfunded'; reason: string | null; limitMicro: bigint | null; now: number }) =>
+    q.run('UPDATE streams SET funding_status = ?, funding_reason = ?, funding_limit_micro = ?, funding_checked_at = ? WHERE node_id = ? AND id = ? AND funding_source IS NOT NULL',
+      [f.status, f.reason, f.limitMicro, f.now, nodeId, id]),
+  /** The rail saw these sources change: their streams are read again first. Call inside a write. */
+  fundingStale: async (tx: Sql, sources: string[]) => {
+    for (const src of sources) await tx.run('UPDATE streams SET funding_checked_at = NULL WHERE funding_source = ?', [src]);
   },
   /** Open streams of a mode holding their funding source, read longest ago first (never read first), up to `limit`. */
-  fundingDue: (db: Db, mode: string, checkedBefore: number, limit: number) =>
-    (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.status = 'open'
+  fundingDue: async (q: Sql, mode: string, checkedBefore: number, limit: number) =>
+    toStreams(await q.all(`${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.status = 'open'
         AND (s.funding_checked_at IS NULL OR s.funding_checked_at < ?)
         AND EXISTS (SELECT 1 FROM funding_sources f WHERE f.source = s.funding_source AND f.node_id = s.node_id AND f.stream = s.id)
-      ORDER BY s.funding_checked_at IS NOT NULL, s.funding_checked_at LIMIT ?`, true).all(mode, checkedBefore, limit) as Record<string, unknown>[])
-      .map((r) => toStream(r)!),
+      ORDER BY CASE WHEN s.funding_checked_at IS NULL THEN 0 ELSE 1 END, s.funding_checked_at LIMIT ?`, [mode, checkedBefore, limit], true)),
   /**
    * Streams of a mode holding their funding source (never one a later stream only named) that were not released yet and are closed (exhausted, revoked,
    * budget halted or released, expired at `now`) with no settlement in flight: candidates for the rail's release().
    */
-  toRelease: (db: Db, mode: string, now: number, limit: number) =>
-    (stmt(db, `${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.funding_released_at IS NULL
+  toRelease: async (q: Sql, mode: string, now: number, limit: number) =>
+    toStreams(await q.all(`${LIVE} WHERE s.mode = ? AND s.funding_source IS NOT NULL AND s.funding_released_at IS NULL
         AND (s.status != 'open' OR r.stream IS NOT NULL OR COALESCE(b.status, 'active') != 'active' OR s.exp * 1000 <= ?)
         AND NOT EXISTS (SELECT 1 FROM settlements t WHERE t.node_id = s.node_id AND t.stream = s.id AND t.status IN ('pending', 'submitted'))
         AND EXISTS (SELECT 1 FROM funding_sources f WHERE f.source = s.funding_source AND f.node_id = s.node_id AND f.stream = s.id)
-      ORDER BY s.updated_at LIMIT ?`, true).all(mode, now, limit) as Record<string, unknown>[]).map((r) => toStream(r)!),
-  released: (db: Db, nodeId: string, id: string, now: number) =>
-    stmt(db, 'UPDATE streams SET funding_released_at = ? WHERE node_id = ? AND id = ?').run(now, nodeId, id),
+      ORDER BY s.updated_at LIMIT ?`, [mode, now, limit], true)),
+  released: (q: Sql, nodeId: string, id: string, now: number) =>
+    q.run('UPDATE streams SET funding_released_at = ? WHERE node_id = ? AND id = ?', [now, nodeId, id]),
   /** A page filtered by open/closed and ordered by id or by last activity (newest first), keyset-paged. */
-  list: (db: Db, nodeId: string, q: ListQuery) =>
-    (stmt(db, listSql(q.status, q.sort), true).all({ node: nodeId, afterId: q.afterId, afterAt: q.afterAt, limit: q.limit, windowStart: q.windowStart, now: q.now }) as Record<string, unknown>[])
-      .map((r) => toStream(r) as StreamRow & HeadroomRow),
-  inBudget: (db: Db, nodeId: string, budget: string) =>
-    (stmt(db, `${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, true).all(nodeId, budget) as Record<string, unknown>[]).map((r) => toStream(r)!),
+  list: async (q: Sql, nodeId: string, l: ListQuery) =>
+    toStreams(await q.all(listSql(l.status, l.sort), { node: nodeId, afterId: l.afterId, afterAt: l.afterAt, limit: l.limit, windowStart: l.windowStart, now: l.now }, true)) as Array<StreamRow & HeadroomRow>,
+  inBudget: async (q: Sql, nodeId: string, budget: string) =>
+    toStreams(await q.all(`${LIVE} WHERE s.node_id = ? AND s.budget = ? ORDER BY s.id`, [nodeId, budget], true)),
 };
 
 export const fundingSources = {
-  /** Bind `source` to the stream unless another stream holds it; returns the holder (this stream when it won). */
-  bind: (db: Db, source: string, nodeId: string, stream: string, now: number) => {
-    stmt(db, 'INSERT OR IGNORE INTO funding_sources(source, node_id, stream, bound_at) VALUES (?, ?, ?, ?)').run(source, nodeId, stream, now);
-    return fundingSources.holder(db, source)!;
+  /** Bind `source` to the stream unless another stream holds it; returns the holder (this stream when it won). Call inside a write. */
+  bind: async (tx: Sql, source: string, nodeId: string, stream: string, now: number) => {
+    await tx.run('INSERT INTO funding_sources(source, node_id, stream, bound_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [source, nodeId, stream, now]);
+    return (await fundingSources.holder(tx, source))!;
   },
-  holder: (db: Db, source: string) => stmt(db, 'SELECT node_id, stream FROM funding_sources WHERE source = ?').get(source) as { node_id: string; stream: string } | undefined,
+  holder: (q: Sql, source: string) => q.get<{ node_id: string; stream: string }>('SELECT node_id, stream FROM funding_sources WHERE source = ?', [source]),
 };
 
 export const vouchers = {
-  insert: (db: Db, v: { nodeId: string; stream: string; amount: bigint; units: bigint; signedAt: number; now: number; voucher: string }) =>
-    stmt(db, 'INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(v.nodeId, v.stream, v.amount, v.units, v.signedAt, v.now, v.voucher),
+  insert: (q: Sql, v: { nodeId: string; stream: string; amount: bigint; units: bigint; signedAt: number; now: number; voucher: string }) =>
+    q.run('INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      [v.nodeId, v.stream, v.amount, v.units, v.signedAt, v.now, v.voucher]),
 };
 
 export interface BudgetRow { node_id: string; id: string; status: 'active' | 'halted' | 'released'; reasons: string; released_micro: bigint | null; updated_at: number }
 
 export const budgets = {
-  get: (db: Db, nodeId: string, id: string) => stmt(db, 'SELECT * FROM budgets WHERE node_id = ? AND id = ?', true).get(nodeId, id) as BudgetRow | undefined,
-  upsert: (db: Db, b: { nodeId: string; id: string; status: BudgetRow['status']; reasons: string[]; releasedMicro: bigint | null; now: number }) =>
-    stmt(db, `INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES (?, ?, ?, ?, ?, ?)
-      ON CONFLICT(node_id, id) DO UPDATE SET status = excluded.status, reasons = excluded.reasons, released_micro = excluded.released_micro, updated_at = excluded.updated_at`)
-      .run(b.nodeId, b.id, b.status, JSON.stringify(b.reasons), b.releasedMicro, b.now),
+  get: (q: Sql, nodeId: string, id: string) => q.get<BudgetRow>('SELECT * FROM budgets WHERE node_id = ? AND id = ?', [nodeId, id], true),
+  upsert: (q: Sql, b: { nodeId: string; id: string; status: BudgetRow['status']; reasons: string[]; releasedMicro: bigint | null; now: number }) =>
+    q.run(`INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES (?, ?, ?, ?, ?, ?)
+      ON CONFLICT(node_id, id) DO UPDATE SET status = excluded.status, reasons = excluded.reasons, released_micro = excluded.released_micro, updated_at = excluded.updated_at`,
+      [b.nodeId, b.id, b.status, JSON.stringify(b.reasons), b.releasedMicro, b.now]),
 };
 
 export const revocations = {
-  get: (db: Db, nodeId: string, stream: string) => stmt(db, 'SELECT reason, revoked_at FROM revocations WHERE node_id = ? AND stream = ?').get(nodeId, stream) as { reason: string | null; revoked_at: number } | undefined,
-  insert: (db: Db, nodeId: string, stream: string, reason: string | null, now: number) =>
-    stmt(db, 'INSERT OR IGNORE INTO revocations(node_id, stream, reason, revoked_at) VALUES (?, ?, ?, ?)').run(nodeId, stream, reason, now),
+  get: (q: Sql, nodeId: string, stream: string) =>
+    q.get<{ reason: string | null; revoked_at: number }>('SELECT reason, revoked_at FROM revocations WHERE node_id = ? AND stream = ?', [nodeId, stream]),
+  insert: (q: Sql, nodeId: string, stream: string, reason: string | null, now: number) =>
+    q.run('INSERT INTO revocations(node_id, stream, reason, revoked_at) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING', [nodeId, stream, reason, now]),
 };
 
 export const periods = {
-  upsert: (db: Db, p: { nodeId: string; subscription: string; period: number; status: 'open' | 'renewal_declined' | 'closed'; start: number | null; end: number | null; now: number }) =>
-    stmt(db, `INSERT INTO payer_subscription_periods(node_id, subscription, period, status, period_start, period_end, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
+  upsert: (q: Sql, p: { nodeId: string; subscription: string; period: number; status: 'open' | 'renewal_declined' | 'closed'; start: number | null; end: number | null; now: number }) =>
+    q.run(`INSERT INTO payer_subscription_periods(node_id, subscription, period, status, period_start, period_end, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)
       ON CONFLICT(node_id, subscription, period) DO UPDATE SET
         status = CASE WHEN payer_subscription_periods.status = 'closed' THEN 'closed'
                       WHEN excluded.status = 'open' THEN payer_subscription_periods.status ELSE excluded.status END,
         period_start = COALESCE(excluded.period_start, payer_subscription_periods.period_start),
         period_end = COALESCE(excluded.period_end, payer_subscription_periods.period_end),
-        updated_at = excluded.updated_at`)
-      .run(p.nodeId, p.subscription, p.period, p.status, p.start, p.end, p.now),
-  latest: (db: Db, nodeId: string, subscription: string) =>
-    stmt(db, 'SELECT MAX(period) AS p FROM payer_subscription_periods WHERE node_id = ? AND subscription = ?').get(nodeId, subscription) as { p: number | null },
+        updated_at = excluded.updated_at`,
+      [p.nodeId, p.subscription, p.period, p.status, p.start, p.end, p.now]),
+  latest: async (q: Sql, nodeId: string, subscription: string) =>
+    ({ p: (await q.value<number | null>('SELECT MAX(period) AS p FROM payer_subscription_periods WHERE node_id = ? AND subscription = ?', [nodeId, subscription])) ?? null }),
 };
 
 export const controlMessages = {
-  get: (db: Db, nodeId: string, jti: string) =>
-    stmt(db, 'SELECT message_hash, kind, event_id FROM control_messages WHERE node_id = ? AND jti = ?').get(nodeId, jti) as { message_hash: string; kind: string; event_id: string } | undefined,
-  insert: (db: Db, c: { nodeId: string; jti: string; hash: string; issuer: string; kind: string; eventId: string; now: number }) =>
-    stmt(db, 'INSERT INTO control_messages(node_id, jti, message_hash, issuer, kind, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)')
-      .run(c.nodeId, c.jti, c.hash, c.issuer, c.kind, c.eventId, c.now),
+  get: (q: Sql, nodeId: string, jti: string) =>
+    q.get<{ message_hash: string; kind: string; event_id: string }>('SELECT message_hash, kind, event_id FROM control_messages WHERE node_id = ? AND jti = ?', [nodeId, jti]),
+  insert: (q: Sql, c: { nodeId: string; jti: string; hash: string; issuer: string; kind: string; eventId: string; now: number }) =>
+    q.run('INSERT INTO control_messages(node_id, jti, message_hash, issuer, kind, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+      [c.nodeId, c.jti, c.hash, c.issuer, c.kind, c.eventId, c.now]),
 };

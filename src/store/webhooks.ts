@@ -1,7 +1,7 @@
 // Webhook subscriptions, deliveries and attempts: the only SQL for them.
 import { kindInVersion, type EventKind } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
-import { stmt, type Db } from './db.js';
+import type { Sql } from './sql.js';
 
 export interface SubscriptionRow {
   id: string;
@@ -22,28 +22,28 @@ export interface SubscriptionRow {
 }
 
 export const subscriptions = {
-  insert: (db: Db, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
-    (activeChanged(), stmt(db, `INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
-      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`).run(s)),
+  insert: (q: Sql, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
+    (activeChanged(), q.run(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
+      VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`, s as unknown as Record<string, unknown>)),
   /** A subscription the node can see (deleted ones are gone for the API). */
-  get: (db: Db, nodeId: string, id: string) =>
-    stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'").get(nodeId, id) as SubscriptionRow | undefined,
-  byId: (db: Db, id: string) => stmt(db, 'SELECT * FROM webhook_subscriptions WHERE id = ?').get(id) as SubscriptionRow | undefined,
-  list: (db: Db, nodeId: string) =>
-    stmt(db, "SELECT * FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted' ORDER BY created_at, id").all(nodeId) as SubscriptionRow[],
+  get: (q: Sql, nodeId: string, id: string) =>
+    q.get<SubscriptionRow>("SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'", [nodeId, id]),
+  byId: (q: Sql, id: string) => q.get<SubscriptionRow>('SELECT * FROM webhook_subscriptions WHERE id = ?', [id]),
+  list: (q: Sql, nodeId: string) =>
+    q.all<SubscriptionRow>("SELECT * FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted' ORDER BY created_at, id", [nodeId]),
   /** Subscriptions that count against the node's limit (active and disabled; deleted ones are gone). */
-  countForNode: (db: Db, nodeId: string) =>
-    stmt(db, "SELECT COUNT(*) FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted'").pluck().get(nodeId) as number,
-  activeForNode: (db: Db, nodeId: string) =>
-    stmt(db, "SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'").all(nodeId) as Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>[],
-  setStatus: (db: Db, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
-    (activeChanged(), stmt(db, 'UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?').run(status, reason, now, id).changes),
-  rotate: (db: Db, id: string, secret: string, previousExpiresAt: number, now: number) =>
-    stmt(db, `UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`).run(previousExpiresAt, secret, now, id),
-  succeeded: (db: Db, id: string, now: number) =>
-    stmt(db, 'UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = NULL WHERE id = ?').run(now, id),
-  failed: (db: Db, id: string, now: number) =>
-    stmt(db, 'UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?').run(now, id),
+  countForNode: async (q: Sql, nodeId: string) =>
+    (await q.value<number>("SELECT COUNT(*) FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted'", [nodeId])) ?? 0,
+  activeForNode: (q: Sql, nodeId: string) =>
+    q.all<Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>>("SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'", [nodeId]),
+  setStatus: (q: Sql, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
+    (activeChanged(), q.run('UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?', [status, reason, now, id])),
+  rotate: (q: Sql, id: string, secret: string, previousExpiresAt: number, now: number) =>
+    q.run(`UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`, [previousExpiresAt, secret, now, id]),
+  succeeded: (q: Sql, id: string, now: number) =>
+    q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = NULL WHERE id = ?', [now, id]),
+  failed: (q: Sql, id: string, now: number) =>
+    q.run('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?', [now, id]),
 };
 
 /** Does a subscription with this filter and schema version take events of `kind`? (1.0.0 never gets the 1.1.0 kinds) */
@@ -52,31 +52,34 @@ export function matches(sub: Pick<SubscriptionRow, 'events' | 'schema_version'>,
   return sub.events === '*' || (JSON.parse(sub.events) as string[]).includes(kind);
 }
 
+/** `?, ?, ?` for a list of n values (an IN list both dialects read). */
+export const placeholders = (n: number) => new Array(n).fill('?').join(', ');
+
 export const deliveries = {
-  insert: (db: Db, eventSeq: number, subscriptionId: string, now: number, redelivery = false) => {
+  insert: async (q: Sql, eventSeq: number, subscriptionId: string, now: number, redelivery = false) => {
     const id = newId('dlv');
-    stmt(db, "INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES (?, ?, ?, 'pending', ?, ?, ?)")
-      .run(id, eventSeq, subscriptionId, now, now, redelivery ? 1 : 0);
+    await q.run("INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+      [id, eventSeq, subscriptionId, now, now, redelivery ? 1 : 0]);
     return id;
   },
   /** Redeliveries of the node's subscriptions not yet delivered, dead or cancelled. */
-  pendingRedeliveries: (db: Db, nodeId: string) =>
-    stmt(db, `SELECT COUNT(*) FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
-      WHERE s.node_id = ? AND d.status = 'pending' AND d.redelivery = 1`).pluck().get(nodeId) as number,
-  cancelPending: (db: Db, subscriptionId: string) =>
-    stmt(db, "UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'").run(subscriptionId).changes,
+  pendingRedeliveries: async (q: Sql, nodeId: string) =>
+    (await q.value<number>(`SELECT COUNT(*) FROM deliveries d JOIN webhook_subscriptions s ON s.id = d.subscription_id
+      WHERE s.node_id = ? AND d.status = 'pending' AND d.redelivery = 1`, [nodeId])) ?? 0,
+  cancelPending: (q: Sql, subscriptionId: string) =>
+    q.run("UPDATE deliveries SET status = 'cancelled', last_error = 'subscription deleted' WHERE subscription_id = ? AND status = 'pending'", [subscriptionId]),
   /**
    * The retrying delivery of an event to a subscription (pending, failed at least once), if any, and whether it is in flight (claimed, its attempt not
    * recorded yet): a replay brings that one forward instead of queueing a second send.
    */
-  pendingFor: (db: Db, eventSeq: number, subscriptionId: string) =>
-    stmt(db, `SELECT d.id, d.attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = d.id) AS in_flight
-      FROM deliveries d WHERE d.event_seq = ? AND d.subscription_id = ? AND d.status = 'pending' AND d.last_error IS NOT NULL ORDER BY d.created_at LIMIT 1`)
-      .get(eventSeq, subscriptionId) as { id: string; in_flight: number } | undefined,
+  pendingFor: (q: Sql, eventSeq: number, subscriptionId: string) =>
+    q.get<{ id: string; in_flight: number }>(`SELECT d.id, CASE WHEN d.attempts > (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = d.id) THEN 1 ELSE 0 END AS in_flight
+      FROM deliveries d WHERE d.event_seq = ? AND d.subscription_id = ? AND d.status = 'pending' AND d.last_error IS NOT NULL ORDER BY d.created_at LIMIT 1`,
+      [eventSeq, subscriptionId]),
   /** Due now (a replay of a retrying delivery), unless it is claimed meanwhile. */
-  dueNow: (db: Db, id: string, now: number) =>
-    stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending'
-      AND attempts = (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`).run(now, id).changes,
+  dueNow: (q: Sql, id: string, now: number) =>
+    q.run(`UPDATE deliveries SET next_attempt_at = ? WHERE id = ? AND status = 'pending'
+      AND attempts = (SELECT COUNT(*) FROM delivery_attempts a WHERE a.delivery_id = deliveries.id)`, [now, id]),
 };
 
 export interface ClaimedDelivery {
@@ -102,16 +105,20 @@ export interface ClaimedDelivery {
 let activeGeneration = 0;
 const activeChanged = () => { activeGeneration++; };
 const ACTIVE_MAX_AGE_MS = 1000;
-const activeCache = new WeakMap<Db, { generation: number; at: number; limits: string; active: Array<{ id: string; node_id: string }>; b: ReturnType<typeof budgets> }>();
+const activeCache = new WeakMap<object, { generation: number; at: number; limits: string; active: Array<{ id: string; node_id: string }>; b: ReturnType<typeof budgets> }>();
 
-function activeWithBudgets(db: Db, l: ClaimLimits) {
+/** Another daemon (or the CLI) changed subscriptions: the next claim reads them again. */
+export const subscriptionsChanged = activeChanged;
+
+async function activeWithBudgets(q: Sql, l: ClaimLimits, cacheKey: object) {
   const key = `${l.concurrency}/${l.perNode}/${l.perSubscription}`;
   const now = Date.now();
-  const c = activeCache.get(db);
+  const c = activeCache.get(cacheKey);
   if (c && c.generation === activeGeneration && c.limits === key && now - c.at < ACTIVE_MAX_AGE_MS) return c;
-  const active = stmt(db, "SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active' ORDER BY node_id, id").all() as Array<{ id: string; node_id: string }>;
-  const fresh = { generation: activeGeneration, at: now, limits: key, active, b: budgets(active, l) };
-  activeCache.set(db, fresh);
+  const generation = activeGeneration;
+  const active = await q.all<{ id: string; node_id: string }>("SELECT id, node_id FROM webhook_subscriptions WHERE status = 'active' ORDER BY node_id, id");
+  const fresh = { generation, at: now, limits: key, active, b: budgets(active, l) };
+  activeCache.set(cacheKey, fresh);
   return fresh;
 }
 
@@ -153,19 +160,20 @@ export function budgets(active: Array<{ id: string; node_id: string }>, l: Claim
  * retries, a node's flood of redeliveries) is never scanned past to reach another's. The lease is
  * next_attempt_at = now + leaseMs.
  */
-export function claimDue(db: Db, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0): ClaimedDelivery[] {
+export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0, cacheKey: object = tx): Promise<ClaimedDelivery[]> {
   if (limit <= 0) return [];
-  const { active, b } = activeWithBudgets(db, l);
+  const { active, b } = await activeWithBudgets(tx, l, cacheKey);
   if (!active.length) return [];
-  // The subscription's status is checked again here: a cached list never claims for one disabled since.
-  const dueQ = stmt(db, `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
-    AND (SELECT status FROM webhook_subscriptions WHERE id = d.subscription_id) = 'active' ORDER BY d.next_attempt_at LIMIT ?`).pluck();
+  // The subscription's status is checked again here: a cached list never claims for one disabled since. On PostgreSQL
+  // the due rows are locked, skipping those another daemon is claiming right now: a delivery is claimed once.
+  const dueSql = `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
+    AND (SELECT status FROM webhook_subscriptions WHERE id = d.subscription_id) = 'active' ORDER BY d.next_attempt_at LIMIT ?${tx.dialect === 'postgres' ? ' FOR UPDATE OF d SKIP LOCKED' : ''}`;
   // Per node: its subscriptions' due ids (only those with room), in rotated order.
   const nodes = new Map<string, Array<{ id: string; due: string[]; at: number }>>();
   for (const s of active) {
     const room = Math.min(limit, b.bySubscription.get(s.id)! - (inFlight.bySubscription[s.id] ?? 0), b.byNode.get(s.node_id)! - (inFlight.byNode[s.node_id] ?? 0));
     if (room <= 0) continue;
-    const due = dueQ.all(s.id, now, room) as string[];
+    const due = (await tx.all<{ id: string }>(dueSql, [s.id, now, room])).map((r) => r.id);
     if (!due.length) continue;
     const list = nodes.get(s.node_id) ?? [];
     list.push({ id: s.id, due, at: 0 });
@@ -193,40 +201,40 @@ export function claimDue(db: Db, now: number, leaseMs: number, limit: number, l:
     }
   }
   if (!ids.length) return [];
-  const list = JSON.stringify(ids);
-  stmt(db, `UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1
-    WHERE id IN (SELECT value FROM json_each(?)) AND status = 'pending'`).run(now + leaseMs, list);
-  return stmt(db, `
+  // The lease: due again at now + leaseMs. `attempts` is the claim's fencing token: the attempt is recorded only
+  // while no later claim took the delivery over (recordAttempt).
+  await tx.run(`UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1 WHERE id IN (${placeholders(ids.length)}) AND status = 'pending'`, [now + leaseMs, ...ids]);
+  return tx.all<ClaimedDelivery>(`
     SELECT d.id, d.subscription_id, s.node_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
            CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
            s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
-    WHERE d.id IN (SELECT value FROM json_each(?))`).all(list) as ClaimedDelivery[];
+    WHERE d.id IN (${placeholders(ids.length)})`, ids);
 }
 
 /**
  * When the next delivery becomes due among subscriptions with room (null: none pending). Subscriptions at their
  * budget are left out: a completion pumps for them, and their backlog (a hanging receiver's) is always "due".
  */
-export function nextDueWithRoom(db: Db, l: ClaimLimits, inFlight: InFlight): number | null {
-  const { active, b } = activeWithBudgets(db, l);
-  const q = stmt(db, "SELECT MIN(next_attempt_at) FROM deliveries WHERE subscription_id = ? AND status = 'pending'").pluck();
+export async function nextDueWithRoom(q: Sql, l: ClaimLimits, inFlight: InFlight, cacheKey: object = q): Promise<number | null> {
+  const { active, b } = await activeWithBudgets(q, l, cacheKey);
   let next: number | null = null;
   for (const s of active) {
     if ((inFlight.bySubscription[s.id] ?? 0) >= b.bySubscription.get(s.id)! || (inFlight.byNode[s.node_id] ?? 0) >= b.byNode.get(s.node_id)!) continue;
-    const t = q.get(s.id) as number | null;
+    const t = (await q.value<number | null>("SELECT MIN(next_attempt_at) FROM deliveries WHERE subscription_id = ? AND status = 'pending'", [s.id])) ?? null;
     if (t !== null && (next === null || t < next)) next = t;
   }
   return next;
 }
 
 /**
- * At start, with the data dir locked to this process: deliveries claimed by a previous run that never recorded
- * their attempt (it crashed mid-send) are due now, instead of when their lease would have run out. A claim adds
- * to `attempts`, a recorded attempt sets `recorded_attempts`: one comparison per leased row, walked on the due index.
+ * At start, with the data dir locked to this process (SQLite only: with PostgreSQL other daemons may hold leases,
+ * which simply run out): deliveries claimed by a previous run that never recorded their attempt (it crashed
+ * mid-send) are due now, instead of when their lease would have run out. A claim adds to `attempts`, a recorded
+ * attempt sets `recorded_attempts`: one comparison per leased row, walked on the due index.
  */
-export function releaseStaleLeases(db: Db, now: number): number {
-  return stmt(db, `UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ? AND attempts > recorded_attempts`).run(now, now).changes;
+export function releaseStaleLeases(q: Sql, now: number): Promise<number> {
+  return q.run(`UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ? AND attempts > recorded_attempts`, [now, now]);
 }
 
 export interface AttemptRecord {
@@ -243,17 +251,27 @@ export interface AttemptRecord {
   nextAttemptAt: number | null;
 }
 
-export function recordAttempt(db: Db, a: AttemptRecord): void {
-  stmt(db, `INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`).run(newId('atm'), a.deliveryId, a.subscriptionId, a.eventSeq, a.attempt, a.at, a.durationMs, a.statusCode, a.error, a.outcome, a.nextAttemptAt);
+/**
+ * Record an attempt's outcome, fenced: only while the delivery is still pending under this claim (`attempts` is
+ * still the claim's number). A worker whose lease ran out and was claimed again elsewhere records nothing: false.
+ * Call inside a write.
+ */
+export async function recordAttempt(tx: Sql, a: AttemptRecord): Promise<boolean> {
+  let changed: number;
+  const recorded = `CASE WHEN recorded_attempts > @attempt THEN recorded_attempts ELSE @attempt END`;
   if (a.outcome === 'delivered') {
-    stmt(db, `UPDATE deliveries SET status = 'delivered', delivered_at = ?, last_status = ?, last_error = NULL, recorded_attempts = MAX(recorded_attempts, ?)
-      WHERE id = ? AND status = 'pending'`).run(a.at + a.durationMs, a.statusCode, a.attempt, a.deliveryId);
+    changed = await tx.run(`UPDATE deliveries SET status = 'delivered', delivered_at = @at, last_status = @status, last_error = NULL, recorded_attempts = ${recorded}
+      WHERE id = @id AND status = 'pending' AND attempts = @attempt`, { at: a.at + a.durationMs, status: a.statusCode, attempt: a.attempt, id: a.deliveryId });
   } else {
     const dead = a.outcome === 'gone' || a.nextAttemptAt === null;
-    stmt(db, `UPDATE deliveries SET status = CASE WHEN ? THEN 'dead' ELSE status END, next_attempt_at = COALESCE(?, next_attempt_at), last_status = ?, last_error = ?,
-      recorded_attempts = MAX(recorded_attempts, ?) WHERE id = ? AND status = 'pending'`).run(dead ? 1 : 0, a.nextAttemptAt, a.statusCode, a.error, a.attempt, a.deliveryId);
+    changed = await tx.run(`UPDATE deliveries SET status = CASE WHEN @dead = 1 THEN 'dead' ELSE status END, next_attempt_at = COALESCE(@next, next_attempt_at),
+      last_status = @status, last_error = @error, recorded_attempts = ${recorded} WHERE id = @id AND status = 'pending' AND attempts = @attempt`,
+      { dead: dead ? 1 : 0, next: a.nextAttemptAt, status: a.statusCode, error: a.error, attempt: a.attempt, id: a.deliveryId });
   }
+  if (!changed) return false;
+  await tx.run(`INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
+    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [newId('atm'), a.deliveryId, a.subscriptionId, a.eventSeq, a.attempt, a.at, a.durationMs, a.statusCode, a.error, a.outcome, a.nextAttemptAt]);
+  return true;
 }
 
 export interface AttemptRow { id: string; delivery_id: string; event_id: string; attempt: number; attempted_at: number; duration_ms: number; status_code: number | null; error: string | null; outcome: string; next_attempt_at: number | null; delivery_status: string }
@@ -268,21 +286,21 @@ export const attempts = {
    * Newest first (insertion order, which is attempt id order: ids are monotonic ULIDs made at insert); `before` is an
    * attempt id cursor (an unknown one gives an empty page). Walks (subscription_id, rowid) backwards: no sort.
    */
-  page: (db: Db, subscriptionId: string, before: string | null, limit: number) =>
-    (before === null
-      ? stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? ORDER BY a.rowid DESC LIMIT ?`).all(subscriptionId, limit)
-      : stmt(db, `${ATTEMPT_PAGE} WHERE a.subscription_id = ? AND a.rowid < (SELECT c.rowid FROM delivery_attempts c WHERE c.id = ?) ORDER BY a.rowid DESC LIMIT ?`)
-          .all(subscriptionId, before, limit)) as AttemptRow[],
+  page: (q: Sql, subscriptionId: string, before: string | null, limit: number) =>
+    before === null
+      ? q.all<AttemptRow>(`${ATTEMPT_PAGE} WHERE a.subscription_id = ? ORDER BY a.rowid DESC LIMIT ?`, [subscriptionId, limit])
+      : q.all<AttemptRow>(`${ATTEMPT_PAGE} WHERE a.subscription_id = ? AND a.rowid < (SELECT c.rowid FROM delivery_attempts c WHERE c.id = ?) ORDER BY a.rowid DESC LIMIT ?`,
+          [subscriptionId, before, limit]),
   /** Deliveries by health bucket, from the counters the triggers keep (migration 0090): not a count of the history. */
-  health: (db: Db, subscriptionId: string) => {
+  health: async (q: Sql, subscriptionId: string) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of stmt(db, 'SELECT state, n FROM delivery_counts WHERE subscription_id = ?').all(subscriptionId) as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
+    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, n FROM delivery_counts WHERE subscription_id = ?', [subscriptionId])) if (r.state in out) out[r.state] = r.n;
     return out;
   },
   /** All subscriptions' deliveries by health bucket (the outbox gauges). */
-  totals: (db: Db) => {
+  totals: async (q: Sql) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of stmt(db, 'SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state').all() as Array<{ state: DeliveryState; n: number }>) if (r.state in out) out[r.state] = r.n;
+    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state')) if (r.state in out) out[r.state] = r.n;
     return out;
   },
 };

@@ -149,9 +149,9 @@ describe('card rail with the settlement engine', () => {
     rail = new CardRail({ env: 'sandbox', key: p.testKey, account: acct, api: p.url, webhookSecret: secret, refundScanMs: 60_000, maxNetworkRetries: 0 });
     await rail.preflight();
     d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy: { ...DEFAULT_POLICY, thresholdMicro: 1n } }, settleTickMs: 30 });
-    addNode(d.deps.store, 'node-a');
-    token = issueToken(d.deps.store, 'node-a').token;
-    addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
+    await addNode(d.deps.store, 'node-a');
+    token = (await issueToken(d.deps.store, 'node-a')).token;
+    await addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
   });
   afterAll(async () => {
     await d?.stop();
@@ -160,8 +160,8 @@ describe('card rail with the settlement engine', () => {
   });
   afterEach(() => { n++; });
 
-  const db = () => d.deps.store.db;
-  const evts = (stream: string) => events.forRef(db(), 'node-a', `stream:${stream}`).map((e) => ({ type: e.type, data: JSON.parse(e.body).data as Record<string, string> }));
+  const db = () => d.deps.store.q;
+  const evts = async (stream: string) => (await events.forRef(db(), 'node-a', `stream:${stream}`)).map((e) => ({ type: e.type, data: JSON.parse(e.body).data as Record<string, string> }));
   async function open(pi: string, claims: Record<string, unknown> = {}) {
     const stream = `card-${n}-${Date.now()}`;
     const c = clientOf(d.url, token);
@@ -178,29 +178,29 @@ describe('card rail with the settlement engine', () => {
     const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string; latest_charge: string };
     const s = await open(pi.id);
     await s.bill(1_234_567n);
-    const cp = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    const cp = await eventually(async () => (await evts(s.stream)).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
     expect(cp.data).toMatchObject({ stream: s.stream, asset: 'USD', amountMicro: '1230000' });
     expect(cp.data.reference).toMatch(/^txn_/);
-    expect(evts(s.stream).map((e) => e.type)).toEqual(['capture.created', 'settlement.checkpointed']);
-    expect(evts(s.stream)[0]!.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
+    expect((await evts(s.stream)).map((e) => e.type)).toEqual(['capture.created', 'settlement.checkpointed']);
+    expect((await evts(s.stream))[0]!.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123, amount_capturable: 377, status: 'requires_capture' });
     expect(await s.finality()).toMatchObject({ finality: 'checkpointed', checkpointedMicro: '1230000', finalMicro: '0', unsettledMicro: '4567' });
     // the remainder below one cent is not settleable: no settlement is started for it, nothing retried every tick
     await sleep(300);
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 123 });
-    const rows = settlements.forStream(db(), 'node-a', s.stream);
+    const rows = await settlements.forStream(db(), 'node-a', s.stream);
     expect(rows.filter((r) => r.status === 'failed')).toHaveLength(0);
     expect(rows.map((r) => r.amount_micro)).toEqual([1_230_000n]);
 
     p.makeAvailable(cp.data.reference!);
-    const fin = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.final'), 'final');
+    const fin = await eventually(async () => (await evts(s.stream)).find((e) => e.type === 'settlement.final'), 'final');
     expect(fin.data).toMatchObject({ amountMicro: '1230000', reference: cp.data.reference });
     expect(await s.finality()).toMatchObject({ finality: 'final', finalMicro: '1230000' });
 
     await s.bill(2_500_000n); // the next capture is the delta 250 - 123 = 127 cents
-    await eventually(() => evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').length === 2, 'second checkpoint');
+    await eventually(async () => (await evts(s.stream)).filter((e) => e.type === 'settlement.checkpointed').length === 2, 'second checkpoint');
     expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 250 });
-    const cps = evts(s.stream).filter((e) => e.type === 'settlement.checkpointed').map((e) => e.data.amountMicro);
+    const cps = (await evts(s.stream)).filter((e) => e.type === 'settlement.checkpointed').map((e) => e.data.amountMicro);
     expect(cps).toEqual(['1230000', '2500000']);
     const bts = p.balanceTransactions(pi.latest_charge).map((t) => t.amount);
     expect(bts).toEqual([123, 127]);
@@ -210,26 +210,26 @@ describe('card rail with the settlement engine', () => {
     const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
     const s = await open(pi.id);
     await s.bill(3_000_000n);
-    await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    await eventually(async () => (await evts(s.stream)).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
     const r1 = p.refund(pi.id, 50);
     const hook = `${d.url}/processor/webhook`;
     expect((await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_x', object: 'charge', payment_intent: pi.id }))).status).toBe(200);
-    const first = await eventually(() => evts(s.stream).find((e) => e.type === 'refund.final'), 'refund.final');
+    const first = await eventually(async () => (await evts(s.stream)).find((e) => e.type === 'refund.final'), 'refund.final');
     expect(first.data).toMatchObject({ amountMicro: '500000', reference: r1.id, asset: 'USD' });
     const r2 = p.refund(pi.id, 25, 'pending');
     await p.sendWebhook(hook, secret, p.event('refund.created', r2));
     await sleep(200);
-    expect(evts(s.stream).filter((e) => e.type === 'refund.final')).toHaveLength(1); // pending is not final
+    expect((await evts(s.stream)).filter((e) => e.type === 'refund.final')).toHaveLength(1); // pending is not final
     p.setRefundStatus(r2.id as string, 'succeeded');
     await p.sendWebhook(hook, secret, p.event('refund.updated', { ...r2, status: 'succeeded' }));
-    await eventually(() => evts(s.stream).filter((e) => e.type === 'refund.final').length === 2, 'second refund.final');
+    await eventually(async () => (await evts(s.stream)).filter((e) => e.type === 'refund.final').length === 2, 'second refund.final');
     await p.sendWebhook(hook, secret, p.event('refund.updated', { ...r2, status: 'succeeded' })); // again: nothing new
     await sleep(200);
-    expect(evts(s.stream).filter((e) => e.type === 'refund.final').map((e) => e.data.amountMicro)).toEqual(['500000', '750000']);
+    expect((await evts(s.stream)).filter((e) => e.type === 'refund.final').map((e) => e.data.amountMicro)).toEqual(['500000', '750000']);
   });
 
   it('a processor webhook with a bad signature or the wrong mode is refused and changes nothing', async () => {
-    const before = db().prepare('SELECT COUNT(*) AS c FROM events').get() as { c: number };
+    const before = await db().get<{ c: number }>('SELECT COUNT(*) AS c FROM events');
     const hook = `${d.url}/processor/webhook`;
     const bad = await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_1', object: 'charge' }), { badSignature: true });
     expect(bad.status).toBe(400);
@@ -239,7 +239,7 @@ describe('card rail with the settlement engine', () => {
     expect(res.headers.get('content-type')).toMatch(/problem\+json/);
     const live = await p.sendWebhook(hook, secret, p.event('charge.refunded', { id: 'ch_1', object: 'charge' }, true));
     expect(live.status).toBe(400);
-    expect(db().prepare('SELECT COUNT(*) AS c FROM events').get()).toEqual(before);
+    expect(await db().get('SELECT COUNT(*) AS c FROM events')).toEqual(before);
   });
 
   it('fund() reads the authorization: funded with captured + capturable; unfunded naming what differs; unreadable is FundingUnavailable', async () => {
@@ -320,17 +320,17 @@ describe('card rail with the settlement engine', () => {
   it('release() cancels only what this stream holds, for this account: nothing captured → canceled, partly captured → the rest released', async () => {
     const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
     const s = await open(pi.id);
-    const row = () => streams.get(db(), 'node-a', s.stream)!;
-    expect(await rail.release(row())).toMatch(new RegExp(`cancelled payment intent ${pi.id}: nothing captured, 500 usd minor units released`));
+    const row = async () => (await streams.get(db(), 'node-a', s.stream))!;
+    expect(await rail.release(await row())).toMatch(new RegExp(`cancelled payment intent ${pi.id}: nothing captured, 500 usd minor units released`));
     expect(p.paymentIntent(pi.id)).toMatchObject({ status: 'canceled', amount_capturable: 0, cancellation_reason: 'abandoned' });
-    expect(await rail.release(row())).toBeUndefined(); // nothing held any more: no second cancel
+    expect(await rail.release(await row())).toBeUndefined(); // nothing held any more: no second cancel
     expect(p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/cancel`)).toHaveLength(1);
 
     const pi2 = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
     const s2 = await open(pi2.id);
     await s2.bill(1_000_000n);
-    await eventually(() => evts(s2.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
-    expect(await rail.release(streams.get(db(), 'node-a', s2.stream)!)).toBe(`released the remaining 400 usd minor units of payment intent ${pi2.id} (100 captured)`);
+    await eventually(async () => (await evts(s2.stream)).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed');
+    expect(await rail.release((await streams.get(db(), 'node-a', s2.stream))!)).toBe(`released the remaining 400 usd minor units of payment intent ${pi2.id} (100 captured)`);
     expect(p.paymentIntent(pi2.id)).toMatchObject({ status: 'succeeded', amount_received: 100, amount_capturable: 0 });
 
     // a second stream naming the first one's authorization does not hold it: never cancelled through it
@@ -339,7 +339,7 @@ describe('card rail with the settlement engine', () => {
     const stream = `card-second-${n}-${Date.now()}`;
     const r = await clientOf(d.url, token).post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi3.id) });
     expect(r.body).toMatchObject({ refusal: 'unfunded' });
-    expect(await rail.release(streams.get(db(), 'node-a', stream)!)).toBeUndefined();
+    expect(await rail.release((await streams.get(db(), 'node-a', stream))!)).toBeUndefined();
     expect(p.paymentIntent(pi3.id)).toMatchObject({ status: 'requires_capture', amount_capturable: 500 });
   });
 
@@ -348,14 +348,14 @@ describe('card rail with the settlement engine', () => {
     const s = await open(pi.id);
     p.failNext(/\/capture$/, 'lose-answer', 3);
     await s.bill(2_000_000n);
-    const cp = await eventually(() => evts(s.stream).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed after a lost answer');
+    const cp = await eventually(async () => (await evts(s.stream)).find((e) => e.type === 'settlement.checkpointed'), 'checkpointed after a lost answer');
     expect(cp.data).toMatchObject({ amountMicro: '2000000' });
     expect(cp.data.reference).toMatch(/^txn_/);
     expect(p.balanceTransactions(pi.latest_charge).map((t) => t.amount)).toEqual([200]);
     // every answer to the capture was lost (the SDK's retries too): status() found it among the charge's captures
     const captures = p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/capture`);
     expect(new Set(captures.map((r) => r.idempotencyKey)).size).toBe(1);
-    expect(settlements.forStream(db(), 'node-a', s.stream).map((r) => r.status)).toEqual(['checkpointed']);    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 200 });
+    expect((await settlements.forStream(db(), 'node-a', s.stream)).map((r) => r.status)).toEqual(['checkpointed']);    expect(p.paymentIntent(pi.id)).toMatchObject({ amount_received: 200 });
   });
 
   it('closeRequested() answers true near the capture deadline only', async () => {
@@ -364,8 +364,8 @@ describe('card rail with the settlement engine', () => {
     const s2 = await open(fresh.id);
     const late = `card-late-${n}-${Date.now()}`;
     await clientOf(d.url, token).post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, late, soon.id) });
-    expect(await rail.closeRequested(streams.get(db(), 'node-a', late)!)).toBe(true);
-    expect(await rail.closeRequested(streams.get(db(), 'node-a', s2.stream)!)).toBe(false);
+    expect(await rail.closeRequested((await streams.get(db(), 'node-a', late))!)).toBe(true);
+    expect(await rail.closeRequested((await streams.get(db(), 'node-a', s2.stream))!)).toBe(false);
   });
 });
 
@@ -389,9 +389,9 @@ describe('card rail at the capture deadline, with a policy that would wait', () 
     // Nothing reaches the threshold or the age limit: only the deadline makes the engine capture.
     const policy = { ...DEFAULT_POLICY, thresholdMicro: 10n ** 15n, maxAgeMs: 3_600_000 };
     d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy }, settleTickMs: 30 });
-    addNode(d.deps.store, 'node-a');
-    token = issueToken(d.deps.store, 'node-a').token;
-    addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
+    await addNode(d.deps.store, 'node-a');
+    token = (await issueToken(d.deps.store, 'node-a')).token;
+    await addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
   });
   afterAll(async () => {
     await d?.stop();
@@ -412,13 +412,13 @@ describe('card rail at the capture deadline, with a policy that would wait', () 
     const captures = p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/capture`);
     expect(captures).toHaveLength(1);
     expect(p.requests.filter((r) => r.path === `/v1/payment_intents/${pi.id}/cancel`)).toHaveLength(0);
-    const evts = () => events.forRef(d.deps.store.db, 'node-a', `stream:${stream}`).map((e) => [e.type, (JSON.parse(e.body).data as { amountMicro?: string }).amountMicro]);
-    await eventually(() => evts().length >= 2, 'checkpointed');
-    expect(evts()).toEqual([['capture.created', '2000000'], ['settlement.checkpointed', '2000000']]);
+    const evts = async () => (await events.forRef(d.deps.store.q, 'node-a', `stream:${stream}`)).map((e) => [e.type, (JSON.parse(e.body).data as { amountMicro?: string }).amountMicro]);
+    await eventually(async () => (await evts()).length >= 2, 'checkpointed');
+    expect((await evts())).toEqual([['capture.created', '2000000'], ['settlement.checkpointed', '2000000']]);
     const more = await c.post(`/v1/streams/${stream}/vouchers`, { voucher: voucher(payer, stream, 2_500_000n) });
     expect(more.status).toBe(422);
     expect(more.body).toMatchObject({ refusal: 'not_payable' });
     expect(more.body.detail).toContain('reaches its capture deadline');
-    await eventually(() => streams.get(d.deps.store.db, 'node-a', stream)!.funding_released_at !== null, 'marked released');
+    await eventually(async () => (await streams.get(d.deps.store.q, 'node-a', stream))!.funding_released_at !== null, 'marked released');
   });
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addNode, issueToken, revokeTokens, rotateToken, tokenResolver } from '../../src/service/admin.js';
-import { openStore, type Store } from '../../src/store/db.js';
+import { openSqliteStore as openStore, type SqliteStore as Store } from '../../src/store/db.js';
 
 describe('tokenResolver', () => {
   const dirs: string[] = [];
@@ -15,38 +15,38 @@ describe('tokenResolver', () => {
     return s;
   };
   afterEach(() => {
-    for (const s of stores.splice(0)) s.close();
+    for (const s of stores.splice(0)) void s.close();
     for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
   });
-  const fresh = () => {
+  const fresh = async () => {
     const dir = mkdtempSync(join(tmpdir(), 'node-svc-tokens-'));
     dirs.push(dir);
     const daemon = open(dir); // the daemon's connection
     const admin = open(dir); // the CLI's connection
-    addNode(admin, 'node-a');
+    await addNode(admin, 'node-a');
     return { daemon, admin };
   };
 
-  it('answers from memory, and a revoke committed by another connection is refused on the next call', () => {
-    const { daemon, admin } = fresh();
-    const { token } = issueToken(admin, 'node-a');
+  it('answers from memory, and a revoke committed by another connection is refused on the next call', async () => {
+    const { daemon, admin } = await fresh();
+    const { token } = await issueToken(admin, 'node-a');
     const resolve = tokenResolver(daemon);
-    expect(resolve(token)).toBe('node-a');
-    expect(resolve(token)).toBe('node-a');
-    revokeTokens(admin, 'node-a');
-    expect(resolve(token)).toBeUndefined();
-    expect(resolve('nsv_unknown')).toBeUndefined();
+    expect(await resolve(token)).toBe('node-a');
+    expect(await resolve(token)).toBe('node-a');
+    await revokeTokens(admin, 'node-a');
+    expect(await resolve(token)).toBeUndefined();
+    expect(await resolve('nsv_unknown')).toBeUndefined();
   });
 
-  it('a rotated token works during its grace only, even when remembered', () => {
-    const { daemon, admin } = fresh();
-    const { token: old } = issueToken(admin, 'node-a');
+  it('a rotated token works during its grace only, even when remembered', async () => {
+    const { daemon, admin } = await fresh();
+    const { token: old } = await issueToken(admin, 'node-a');
     const t0 = Date.now();
-    const { token: next } = rotateToken(admin, 'node-a', 60_000, t0);
+    const { token: next } = await rotateToken(admin, 'node-a', 60_000, t0);
     const resolve = tokenResolver(daemon);
-    expect(resolve(old, t0 + 1_000)).toBe('node-a');
-    expect(resolve(old, t0 + 59_000)).toBe('node-a'); // remembered
-    expect(resolve(old, t0 + 61_000)).toBeUndefined(); // grace over, no commit in between
-    expect(resolve(next, t0 + 61_000)).toBe('node-a');
+    expect(await resolve(old, t0 + 1_000)).toBe('node-a');
+    expect(await resolve(old, t0 + 59_000)).toBe('node-a'); // remembered
+    expect(await resolve(old, t0 + 61_000)).toBeUndefined(); // grace over, no commit in between
+    expect(await resolve(next, t0 + 61_000)).toBe('node-a');
   });
 });

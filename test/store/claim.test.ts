@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { nodes } from '../../src/store/admin.js';
-import { openStore, type Store } from '../../src/store/db.js';
+import { openSqliteStore as openStore, type SqliteStore as Store } from '../../src/store/db.js';
 import { recordEvent } from '../../src/store/events.js';
 import { budgets, claimDue, deliveries, nextDueWithRoom, subscriptions, type InFlight } from '../../src/store/webhooks.js';
 
@@ -19,24 +19,25 @@ beforeEach(async () => {
   store = openStore(join(root, 'data'));
 });
 afterEach(async () => {
-  store.close();
+  await store.close();
   await rm(root, { recursive: true, force: true });
 });
 
-function subscribe(node: string, id: string) {
-  if (!nodes.get(store.db, node)) nodes.insert(store.db, node, T0);
-  subscriptions.insert(store.db, { id, node_id: node, url: `http://127.0.0.1:9/${id}`, events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: T0 });
+async function subscribe(node: string, id: string) {
+  if (!(await nodes.get(store.q, node))) await nodes.insert(store.q, node, T0);
+  await subscriptions.insert(store.q, { id, node_id: node, url: `http://127.0.0.1:9/${id}`, events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: T0 });
 }
 let k = 0;
 const emit = (node: string, n: number, at = T0) =>
-  store.db.transaction(() => {
-    for (let i = 0; i < n; i++) recordEvent(store.db, node, 'budget.halted', `budget:b${++k}`, { budget: `b${k}`, reason: 'anomaly' }, at);
-  })();
+  store.write(async (tx) => {
+    for (let i = 0; i < n; i++) await recordEvent(tx, node, 'budget.halted', `budget:b${++k}`, { budget: `b${k}`, reason: 'anomaly' }, at);
+  });
+const claim = (...args: Parameters<typeof claimDue> extends [unknown, ...infer R] ? R : never) => store.write((tx) => claimDue(tx, ...args));
 const none: InFlight = { bySubscription: {}, byNode: {} };
 const bySub = (rows: Array<{ subscription_id: string }>) => rows.reduce<Record<string, number>>((m, r) => ({ ...m, [r.subscription_id]: (m[r.subscription_id] ?? 0) + 1 }), {});
 
 describe('budgets', () => {
-  it('add up to at most the concurrency, at least 1 each', () => {
+  it('add up to at most the concurrency, at least 1 each', async () => {
     const active = [
       ...Array.from({ length: 3 }, (_, i) => ({ id: `a${i}`, node_id: 'node-a' })),
       { id: 'b0', node_id: 'node-b' },
@@ -55,70 +56,71 @@ describe('budgets', () => {
 });
 
 describe('claimDue', () => {
-  it("reaches another node's single event behind one node's backlog of 1,500 at its budget (the issue's case)", () => {
-    for (const s of ['a1', 'a2', 'a3']) subscribe('node-a', s);
-    subscribe('node-b', 'b1');
-    emit('node-a', 500, T0 - 60_000); // 1,500 deliveries, all due long before node-b's event
-    emit('node-b', 1, T0);
+  it("reaches another node's single event behind one node's backlog of 1,500 at its budget (the issue's case)", async () => {
+    for (const s of ['a1', 'a2', 'a3']) await subscribe('node-a', s);
+    await subscribe('node-b', 'b1');
+    await emit('node-a', 500, T0 - 60_000); // 1,500 deliveries, all due long before node-b's event
+    await emit('node-b', 1, T0);
     // node-a's three subscriptions hang with their whole budget in flight
-    const b = budgets(subscriptions.list(store.db, 'node-a').concat(subscriptions.list(store.db, 'node-b')), LIMITS);
+    const b = budgets((await subscriptions.list(store.q, 'node-a')).concat(await subscriptions.list(store.q, 'node-b')), LIMITS);
     const inFlight: InFlight = { bySubscription: { a1: b.bySubscription.get('a1')!, a2: b.bySubscription.get('a2')!, a3: b.bySubscription.get('a3')! }, byNode: {} };
     inFlight.byNode['node-a'] = inFlight.bySubscription.a1! * 3;
-    const got = claimDue(store.db, T0, 60_000, 10, LIMITS, inFlight);
+    const got = await claim(T0, 60_000, 10, LIMITS, inFlight);
     expect(got.map((d) => d.subscription_id)).toEqual(['b1']);
     expect(got[0]!.node_id).toBe('node-b');
   });
 
-  it('round-robins between subscriptions and nodes instead of oldest-first', () => {
-    subscribe('node-a', 'a1');
-    subscribe('node-a', 'a2');
-    subscribe('node-b', 'b1');
-    emit('node-a', 100, T0 - 10_000); // 100 each for a1 and a2, all older
-    emit('node-b', 100, T0);
-    const got = claimDue(store.db, T0, 60_000, 30, LIMITS, none);
+  it('round-robins between subscriptions and nodes instead of oldest-first', async () => {
+    await subscribe('node-a', 'a1');
+    await subscribe('node-a', 'a2');
+    await subscribe('node-b', 'b1');
+    await emit('node-a', 100, T0 - 10_000); // 100 each for a1 and a2, all older
+    await emit('node-b', 100, T0);
+    const got = await claim(T0, 60_000, 30, LIMITS, none);
     expect(got).toHaveLength(30);
     const counts = bySub(got);
     // node-b gets half (one node of two), node-a's half is split between its two subscriptions
     expect(counts).toEqual({ a1: 8, a2: 7, b1: 15 });
   });
 
-  it('never claims past a subscription budget or the node budget, and leases what it claims', () => {
-    subscribe('node-a', 'a1');
-    emit('node-a', 200, T0);
-    const first = claimDue(store.db, T0, 60_000, 256, LIMITS, none);
+  it('never claims past a subscription budget or the node budget, and leases what it claims', async () => {
+    await subscribe('node-a', 'a1');
+    await emit('node-a', 200, T0);
+    const first = await claim(T0, 60_000, 256, LIMITS, none);
     expect(first).toHaveLength(64);
-    const again = claimDue(store.db, T0, 60_000, 256, LIMITS, { bySubscription: { a1: 64 }, byNode: { 'node-a': 64 } });
+    const again = await claim(T0, 60_000, 256, LIMITS, { bySubscription: { a1: 64 }, byNode: { 'node-a': 64 } });
     expect(again).toHaveLength(0);
-    const later = claimDue(store.db, T0, 60_000, 256, LIMITS, { bySubscription: { a1: 60 }, byNode: { 'node-a': 60 } });
+    const later = await claim(T0, 60_000, 256, LIMITS, { bySubscription: { a1: 60 }, byNode: { 'node-a': 60 } });
     expect(later).toHaveLength(4);
     expect(new Set([...first, ...later].map((d) => d.id)).size).toBe(68); // leased rows are not claimed twice
   });
 
-  it('rotates which node goes first when only one can be served', () => {
-    subscribe('node-a', 'a1');
-    subscribe('node-b', 'b1');
-    emit('node-a', 5, T0);
-    emit('node-b', 5, T0);
-    const firsts = [0, 1, 2, 3].map((turn) => claimDue(store.db, T0, 60_000, 1, LIMITS, none, turn)[0]!.subscription_id);
+  it('rotates which node goes first when only one can be served', async () => {
+    await subscribe('node-a', 'a1');
+    await subscribe('node-b', 'b1');
+    await emit('node-a', 5, T0);
+    await emit('node-b', 5, T0);
+    const firsts: string[] = [];
+    for (const turn of [0, 1, 2, 3]) firsts.push((await claim(T0, 60_000, 1, LIMITS, none, turn))[0]!.subscription_id);
     expect(new Set(firsts)).toEqual(new Set(['a1', 'b1']));
   });
 
-  it('nextDueWithRoom leaves out subscriptions at their budget', () => {
-    subscribe('node-a', 'a1');
-    subscribe('node-b', 'b1');
-    emit('node-a', 3, T0 - 5_000);
-    emit('node-b', 1, T0 + 7_000);
-    expect(nextDueWithRoom(store.db, LIMITS, none)).toBe(T0 - 5_000);
-    expect(nextDueWithRoom(store.db, LIMITS, { bySubscription: { a1: 64 }, byNode: { 'node-a': 64 } })).toBe(T0 + 7_000);
+  it('nextDueWithRoom leaves out subscriptions at their budget', async () => {
+    await subscribe('node-a', 'a1');
+    await subscribe('node-b', 'b1');
+    await emit('node-a', 3, T0 - 5_000);
+    await emit('node-b', 1, T0 + 7_000);
+    expect(await nextDueWithRoom(store.q, LIMITS, none)).toBe(T0 - 5_000);
+    expect(await nextDueWithRoom(store.q, LIMITS, { bySubscription: { a1: 64 }, byNode: { 'node-a': 64 } })).toBe(T0 + 7_000);
   });
 
-  it('counts pending redeliveries per node', () => {
-    subscribe('node-a', 'a1');
-    emit('node-a', 1, T0);
+  it('counts pending redeliveries per node', async () => {
+    await subscribe('node-a', 'a1');
+    await emit('node-a', 1, T0);
     const seq = (store.db.prepare('SELECT MAX(seq) FROM events').pluck().get() as number);
-    deliveries.insert(store.db, seq, 'a1', T0, true);
-    deliveries.insert(store.db, seq, 'a1', T0, true);
-    expect(deliveries.pendingRedeliveries(store.db, 'node-a')).toBe(2);
-    expect(deliveries.pendingRedeliveries(store.db, 'node-b')).toBe(0);
+    await deliveries.insert(store.q, seq, 'a1', T0, true);
+    await deliveries.insert(store.q, seq, 'a1', T0, true);
+    expect(await deliveries.pendingRedeliveries(store.q, 'node-a')).toBe(2);
+    expect(await deliveries.pendingRedeliveries(store.q, 'node-b')).toBe(0);
   });
 });

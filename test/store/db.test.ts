@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
-import { DB_FILE, LATEST_VERSION, openStore } from '../../src/store/db.js';
+import { DB_FILE, LATEST_VERSION, openSqliteStore as openStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 
 let root: string;
@@ -34,7 +34,7 @@ describe('openStore', () => {
       expect(store.db.pragma('journal_mode', { simple: true })).toBe('wal');
       expect(store.db.pragma('foreign_keys', { simple: true })).toBe(1);
     } finally {
-      store.close();
+      void store.close();
     }
   });
 
@@ -46,7 +46,7 @@ describe('openStore', () => {
       expect(store.db.pragma('user_version', { simple: true })).toBe(LATEST_VERSION);
       expect(tables(store.db)).toEqual(expect.arrayContaining(['issuer_keys', 'meta', 'nodes', 'tokens']));
     } finally {
-      store.close();
+      void store.close();
     }
   });
 
@@ -54,7 +54,7 @@ describe('openStore', () => {
     const a = openStore(dataDir);
     a.db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run('node-a', 1);
     const schema = a.db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all();
-    a.close();
+    void a.close();
     for (let i = 0; i < 2; i++) {
       const b = openStore(dataDir);
       try {
@@ -62,19 +62,19 @@ describe('openStore', () => {
         expect(b.db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all()).toEqual(schema);
         expect(b.db.prepare('SELECT id FROM nodes').all()).toEqual([{ id: 'node-a' }]);
       } finally {
-        b.close();
+        void b.close();
       }
     }
   });
 
   it('opens an existing database read-only without writing to it', () => {
-    openStore(dataDir).close();
+    void openStore(dataDir).close();
     const ro = openStore(dataDir, { readonly: true });
     try {
       expect(ro.db.readonly).toBe(true);
       expect(() => ro.db.prepare('INSERT INTO nodes(id, created_at) VALUES (?, ?)').run('x', 1)).toThrow();
     } finally {
-      ro.close();
+      void ro.close();
     }
   });
 
@@ -84,14 +84,14 @@ describe('openStore', () => {
   });
 
   it('refuses a database written by a newer node-svc, mentioning "newer", and leaves it untouched', () => {
-    openStore(dataDir).close();
+    void openStore(dataDir).close();
     const path = join(dataDir, DB_FILE);
     const raw = new Database(path);
     raw.pragma(`user_version = ${LATEST_VERSION + 10}`);
     raw.close();
     let err: unknown;
     try {
-      openStore(dataDir).close();
+      void openStore(dataDir).close();
     } catch (e) {
       err = e;
     }

@@ -11,7 +11,7 @@ import { envelopeBody, EVENT_KIND_LIST, kindInVersion } from '../../src/domain/e
 import { Lru } from '../../src/lru.js';
 import { Pruner } from '../../src/ops/retention.js';
 import { addKeys, addNode, issueToken } from '../../src/service/admin.js';
-import { migrate, openStore, preparedSql, WriteQueue, type Store } from '../../src/store/db.js';
+import { migrate, openSqliteStore as openStore, preparedSql, SqliteSql, WriteQueue, type SqliteStore as Store } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { recordEvent } from '../../src/store/events.js';
 import { claimDue, deliveries, recordAttempt, releaseStaleLeases, subscriptions } from '../../src/store/webhooks.js';
@@ -88,14 +88,14 @@ describe('a daemon with history: every run-time query on an index', () => {
     issuer = await issuerKeyPair();
     payer = await payerKeyPair();
     const admin = openStore(dir);
-    addNode(admin, 'node-a');
-    token = issueToken(admin, 'node-a').token;
-    addKeys(admin, ISSUER, publicJwks(issuer), 'test');
-    admin.close();
+    await addNode(admin, 'node-a');
+    token = (await issueToken(admin, 'node-a')).token;
+    await addKeys(admin, ISSUER, publicJwks(issuer), 'test');
+    await admin.close();
     ok = await startReceiver(ack());
     failing = await startReceiver(always(500));
     daemon = await startDaemon({ dataDir: dir, host: '127.0.0.1', port: 0, rateLimit: 0, retrySchedule: [0, 0] });
-    store = daemon.deps.store;
+    store = daemon.deps.store as Store;
   });
   afterAll(async () => {
     await daemon?.stop();
@@ -137,9 +137,9 @@ describe('a daemon with history: every run-time query on an index', () => {
     const pruned = await new Pruner({ store, retentionMs: 1, now: () => Date.now() + 60_000 }).runOnce();
     expect(pruned.deliveries).toBeGreaterThan(0);
     expect(pruned.events).toBe(0); // every event still has a dead delivery
-    releaseStaleLeases(store.db, Date.now());
+    await releaseStaleLeases(store.q, Date.now());
 
-    const sql = preparedSql(store.db);
+    const sql = preparedSql(store);
     if (process.env.SHOW_PLANS) for (const q of sql) console.log(q.replace(/\s+/g, " ").slice(0, 160), "\n   ", planOf(store.db, q).join(" | "));
     expect(sql.length).toBeGreaterThan(30);
     const found = sql.map((q) => ({ q: q.replace(/\s+/g, ' '), p: problems(store.db, q) })).filter((x) => x.p.length);
@@ -147,25 +147,25 @@ describe('a daemon with history: every run-time query on an index', () => {
     expect(counters(store.db)).toEqual(recount(store.db).filter((r) => (r as { n: number }).n > 0));
   });
 
-  it('the checker itself flags a full scan and a sort of a growing table', () => {
+  it('the checker itself flags a full scan and a sort of a growing table', async () => {
     expect(problems(store.db, 'SELECT * FROM events WHERE body LIKE ?')).toEqual([expect.stringMatching(/^SCAN events/)]);
     expect(problems(store.db, 'SELECT * FROM delivery_attempts a WHERE a.subscription_id = ? ORDER BY a.attempted_at')).toEqual([expect.stringMatching(/TEMP B-TREE/)]);
   });
 });
 
 describe('store rules', () => {
-  const fresh = () => {
+  const fresh = async () => {
     const s = openStore(tempDir());
-    addNode(s, 'node-a');
+    await addNode(s, 'node-a');
     return s;
   };
   const subscribe = (s: Store, id: string, version: '1.0.0' | '1.1.0' = '1.1.0') =>
-    subscriptions.insert(s.db, { id, node_id: 'node-a', url: 'http://127.0.0.1:9/h', events: '*', schema_version: version, description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
+    subscriptions.insert(s.q, { id, node_id: 'node-a', url: 'http://127.0.0.1:9/h', events: '*', schema_version: version, description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
 
-  it('stores one envelope body per event; the 1.0.0 envelope read back is byte-identical to the one built for 1.0.0', () => {
-    const s = fresh();
+  it('stores one envelope body per event; the 1.0.0 envelope read back is byte-identical to the one built for 1.0.0', async () => {
+    const s = await fresh();
     for (const type of EVENT_KIND_LIST) {
-      const e = recordEvent(s.db, 'node-a', type, 'stream:x', { stream: 'x', note: '"schemaVersion":"1.1.0"' }, 1_700_000_000_000);
+      const e = await s.write((tx) => recordEvent(tx, 'node-a', type, 'stream:x', { stream: 'x', note: '"schemaVersion":"1.1.0"' }, 1_700_000_000_000));
       const row = s.db.prepare('SELECT body, body_v100 FROM events WHERE seq = ?').get(e.seq) as { body: string; body_v100: string | null };
       const base = { id: e.id, type, occurredAt: new Date(1_700_000_000_000).toISOString(), externalRef: 'stream:x', data: { stream: 'x', note: '"schemaVersion":"1.1.0"' } };
       expect(row.body).toBe(envelopeBody(base, '1.1.0'));
@@ -173,49 +173,50 @@ describe('store rules', () => {
     }
     const cols = s.db.prepare("SELECT name, hidden FROM pragma_table_xinfo('events') WHERE name = 'body_v100'").get() as { hidden: number };
     expect(cols.hidden).toBe(2); // a virtual generated column: nothing stored
-    s.close();
+    await s.close();
   });
 
-  it('a restart releases only claims that were never recorded, reading no attempt history', () => {
-    const s = fresh();
-    subscribe(s, 'whk_1');
+  it('a restart releases only claims that were never recorded, reading no attempt history', async () => {
+    const s = await fresh();
+    await subscribe(s, 'whk_1');
     const now = 1_000_000;
-    for (let i = 0; i < 3; i++) recordEvent(s.db, 'node-a', 'budget.halted', `budget:b${i}`, { budget: `b${i}`, reason: 'sla' }, now);
-    const claimed = claimDue(s.db, now, 60_000, 10, { concurrency: 256, perNode: 128, perSubscription: 10 }, { bySubscription: {}, byNode: {} });
+    for (let i = 0; i < 3; i++) await s.write((tx) => recordEvent(tx, 'node-a', 'budget.halted', `budget:b${i}`, { budget: `b${i}`, reason: 'sla' }, now));
+    const claimed = await s.write((tx) => claimDue(tx, now, 60_000, 10, { concurrency: 256, perNode: 128, perSubscription: 10 }, { bySubscription: {}, byNode: {} }));
     expect(claimed).toHaveLength(3);
     // One failed and was recorded (due again at now + 5 min), one delivered, one's process died mid-send.
     const rec = (i: number, outcome: 'failed' | 'delivered', next: number | null) =>
-      recordAttempt(s.db, { deliveryId: claimed[i]!.id, subscriptionId: 'whk_1', eventSeq: claimed[i]!.event_seq, attempt: 1, at: now, durationMs: 5, statusCode: outcome === 'failed' ? 500 : 200, error: outcome === 'failed' ? 'HTTP 500' : null, outcome, nextAttemptAt: next });
-    rec(0, 'failed', now + 300_000);
-    rec(1, 'delivered', null);
-    expect(releaseStaleLeases(s.db, now + 1000)).toBe(1);
+      s.write((tx) => recordAttempt(tx, { deliveryId: claimed[i]!.id, subscriptionId: 'whk_1', eventSeq: claimed[i]!.event_seq, attempt: 1, at: now, durationMs: 5, statusCode: outcome === 'failed' ? 500 : 200, error: outcome === 'failed' ? 'HTTP 500' : null, outcome, nextAttemptAt: next }));
+    expect(await rec(0, 'failed', now + 300_000)).toBe(true);
+    expect(await rec(1, 'delivered', null)).toBe(true);
+    expect(await releaseStaleLeases(s.q, now + 1000)).toBe(1);
     const due = s.db.prepare("SELECT id, next_attempt_at FROM deliveries WHERE status = 'pending' ORDER BY id").all() as Array<{ id: string; next_attempt_at: number }>;
     expect(Object.fromEntries(due.map((d) => [d.id, d.next_attempt_at]))).toEqual({ [claimed[0]!.id]: now + 300_000, [claimed[2]!.id]: now + 1000 });
-    expect(releaseStaleLeases(s.db, now + 2000)).toBe(0);
-    s.close();
+    expect(await releaseStaleLeases(s.q, now + 2000)).toBe(0);
+    await s.close();
   });
 
   it('retention deletes delivered and cancelled deliveries, their attempts and unreferenced events older than the horizon; nothing else', async () => {
-    const s = fresh();
-    subscribe(s, 'whk_1');
-    subscribe(s, 'whk_2');
+    const s = await fresh();
+    await subscribe(s, 'whk_1');
+    await subscribe(s, 'whk_2');
     const old = 1_000 * DAY;
     const now = old + 31 * DAY;
     s.db.prepare(`INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro, mode, voucher_key, claims, created_at, updated_at, billed_micro)
       VALUES ('node-a', 's', 'b', 'i', 'p', 'c', 'jws', 0, 0, 100, 'USDC', 1, 'escrow', '{}', '{}', ?, ?, 50)`).run(old, old);
     s.db.prepare("INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher) VALUES ('node-a', 's', 50, 1, 0, ?, 'v')").run(old);
-    const mk = (t: number) => recordEvent(s.db, 'node-a', 'budget.halted', 'budget:b', { budget: 'b', reason: 'sla' }, t);
-    const e = { delivered: mk(old), dead: mk(old), pending: mk(old), mixed: mk(old), recent: mk(now - DAY) };
+    const mk = (t: number) => s.write((tx) => recordEvent(tx, 'node-a', 'budget.halted', 'budget:b', { budget: 'b', reason: 'sla' }, t));
+    const e = { delivered: await mk(old), dead: await mk(old), pending: await mk(old), mixed: await mk(old), recent: await mk(now - DAY) };
     const dl = (seq: number) => s.db.prepare('SELECT id, subscription_id FROM deliveries WHERE event_seq = ? ORDER BY subscription_id').all(seq) as Array<{ id: string; subscription_id: string }>;
-    const attempt = (id: string, sub: string, seq: number, outcome: 'delivered' | 'failed', next: number | null) => {
-      s.db.prepare('UPDATE deliveries SET attempts = attempts + 1 WHERE id = ?').run(id);
-      recordAttempt(s.db, { deliveryId: id, subscriptionId: sub, eventSeq: seq, attempt: 1, at: old, durationMs: 1, statusCode: outcome === 'delivered' ? 200 : 500, error: outcome === 'delivered' ? null : 'HTTP 500', outcome, nextAttemptAt: next });
+    const attempt = async (id: string, sub: string, seq: number, outcome: 'delivered' | 'failed', next: number | null) => {
+      s.db.prepare('UPDATE deliveries SET attempts = attempts + 1 WHERE id = ?').run(id); // the claim
+      const n = s.db.prepare('SELECT attempts FROM deliveries WHERE id = ?').pluck().get(id) as number; // its fence
+      await s.write((tx) => recordAttempt(tx, { deliveryId: id, subscriptionId: sub, eventSeq: seq, attempt: n, at: old, durationMs: 1, statusCode: outcome === 'delivered' ? 200 : 500, error: outcome === 'delivered' ? null : 'HTTP 500', outcome, nextAttemptAt: next }));
     };
-    for (const d of dl(e.delivered.seq)) attempt(d.id, d.subscription_id, e.delivered.seq, 'delivered', null);
-    for (const d of dl(e.dead.seq)) attempt(d.id, d.subscription_id, e.dead.seq, 'failed', null);
+    for (const d of dl(e.delivered.seq)) await attempt(d.id, d.subscription_id, e.delivered.seq, 'delivered', null);
+    for (const d of dl(e.dead.seq)) await attempt(d.id, d.subscription_id, e.dead.seq, 'failed', null);
     const [m1, m2] = dl(e.mixed.seq);
-    attempt(m1!.id, m1!.subscription_id, e.mixed.seq, 'delivered', null);
-    attempt(m2!.id, m2!.subscription_id, e.mixed.seq, 'failed', now + DAY); // still retrying
+    await attempt(m1!.id, m1!.subscription_id, e.mixed.seq, 'delivered', null);
+    await attempt(m2!.id, m2!.subscription_id, e.mixed.seq, 'failed', now + DAY); // still retrying
     for (const d of dl(e.recent.seq)) s.db.prepare("UPDATE deliveries SET status = 'delivered', delivered_at = ? WHERE id = ?").run(now - DAY, d.id);
     // An old event nobody subscribed to (no delivery at all).
     s.db.prepare('DELETE FROM deliveries WHERE event_seq = ?').run(e.pending.seq);
@@ -238,7 +239,7 @@ describe('store rules', () => {
     // A second pass has nothing left to do. When the retrying delivery ends up delivered, the daily walk from the
     // start finds it, and its event goes too (the recent event is still inside the retention period).
     expect(await pruner.runOnce()).toEqual({ deliveries: 0, attempts: 0, events: 0 });
-    attempt(m2!.id, m2!.subscription_id, e.mixed.seq, 'delivered', null);
+    await attempt(m2!.id, m2!.subscription_id, e.mixed.seq, 'delivered', null);
     expect(await pruner.runOnce()).toEqual({ deliveries: 0, attempts: 0, events: 0 }); // resumes after what it kept
     clock += DAY;
     expect(await pruner.runOnce()).toEqual({ deliveries: 1, attempts: 2, events: 1 });
@@ -246,33 +247,33 @@ describe('store rules', () => {
     // Retention 0 keeps everything.
     s.db.prepare("UPDATE deliveries SET status = 'delivered', delivered_at = 0, created_at = 0").run();
     expect(await new Pruner({ store: s, retentionMs: 0, now: () => now }).runOnce()).toEqual({ deliveries: 0, attempts: 0, events: 0 });
-    s.close();
+    await s.close();
   });
 
-  it('counters follow every transition: claim, failure, retry, success, dead, cancel, prune', () => {
-    const s = fresh();
-    subscribe(s, 'whk_1');
-    subscribe(s, 'whk_2', '1.0.0');
+  it('counters follow every transition: claim, failure, retry, success, dead, cancel, prune', async () => {
+    const s = await fresh();
+    await subscribe(s, 'whk_1');
+    await subscribe(s, 'whk_2', '1.0.0');
     const now = 5_000;
-    for (let i = 0; i < 6; i++) recordEvent(s.db, 'node-a', 'budget.halted', `budget:${i}`, { budget: String(i), reason: 'sla' }, now);
+    for (let i = 0; i < 6; i++) await s.write((tx) => recordEvent(tx, 'node-a', 'budget.halted', `budget:${i}`, { budget: String(i), reason: 'sla' }, now));
     expect(counters(s.db)).toEqual([{ subscription_id: 'whk_1', state: 'pending', n: 6 }, { subscription_id: 'whk_2', state: 'pending', n: 6 }]);
-    const claimed = claimDue(s.db, now, 1000, 100, { concurrency: 256, perNode: 128, perSubscription: 100 }, { bySubscription: {}, byNode: {} });
-    claimed.forEach((d, i) => {
+    const claimed = await s.write((tx) => claimDue(tx, now, 1000, 100, { concurrency: 256, perNode: 128, perSubscription: 100 }, { bySubscription: {}, byNode: {} }));
+    for (const [i, d] of claimed.entries()) {
       const outcome = i % 3 === 0 ? 'delivered' : 'failed';
-      recordAttempt(s.db, { deliveryId: d.id, subscriptionId: d.subscription_id, eventSeq: d.event_seq, attempt: 1, at: now, durationMs: 1, statusCode: outcome === 'delivered' ? 200 : 500, error: outcome === 'delivered' ? null : 'x', outcome, nextAttemptAt: i % 3 === 1 ? now + 10 : null });
-    });
+      await s.write((tx) => recordAttempt(tx, { deliveryId: d.id, subscriptionId: d.subscription_id, eventSeq: d.event_seq, attempt: 1, at: now, durationMs: 1, statusCode: outcome === 'delivered' ? 200 : 500, error: outcome === 'delivered' ? null : 'x', outcome, nextAttemptAt: i % 3 === 1 ? now + 10 : null }));
+    }
     expect(counters(s.db)).toEqual(recount(s.db));
-    deliveries.cancelPending(s.db, 'whk_2');
+    await deliveries.cancelPending(s.q, 'whk_2');
     expect(counters(s.db)).toEqual(recount(s.db));
     s.db.prepare("DELETE FROM deliveries WHERE status = 'dead' AND subscription_id = 'whk_1' AND id NOT IN (SELECT delivery_id FROM delivery_attempts)").run();
     s.db.prepare("DELETE FROM delivery_attempts WHERE subscription_id = 'whk_1'").run();
     s.db.prepare("DELETE FROM deliveries WHERE subscription_id = 'whk_1' AND status = 'delivered'").run();
     expect(counters(s.db)).toEqual(recount(s.db));
-    s.close();
+    await s.close();
   });
 
-  it('the unsettled-streams gauge follows billed and final amounts', () => {
-    const s = fresh();
+  it('the unsettled-streams gauge follows billed and final amounts', async () => {
+    const s = await fresh();
     const gauge = () => (s.db.prepare("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'").get() as { n: number }).n;
     const ins = s.db.prepare(`INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro, mode, voucher_key, claims, created_at, updated_at)
       VALUES ('node-a', ?, 'b', 'i', 'p', 'c', 'jws', 0, 0, 100, 'USDC', 1, 'escrow', '{}', '{}', 0, 0)`);
@@ -286,12 +287,12 @@ describe('store rules', () => {
     s.db.prepare("UPDATE streams SET final_micro = 10 WHERE id = 'b'").run();
     expect(gauge()).toBe(1);
     expect(gauge()).toBe((s.db.prepare('SELECT COUNT(*) AS n FROM streams WHERE billed_micro > final_micro').get() as { n: number }).n);
-    s.close();
+    await s.close();
   });
 });
 
 describe('upgrading a store written before migration 90', () => {
-  it('backfills counters, gauges and recorded attempts, and the generated 1.0.0 body equals the one that was stored', () => {
+  it('backfills counters, gauges and recorded attempts, and the generated 1.0.0 body equals the one that was stored', async () => {
     const db = new Database(join(tempDir(), 'old.db'));
     db.pragma('foreign_keys = ON');
     db.transaction(() => {
@@ -327,7 +328,7 @@ describe('upgrading a store written before migration 90', () => {
       { subscription_id: 'whk_1', state: 'dead', n: 1 }, { subscription_id: 'whk_1', state: 'delivered', n: 1 }, { subscription_id: 'whk_1', state: 'retrying', n: 2 },
     ]);
     expect(db.prepare("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'").get()).toEqual({ n: 1 });
-    expect(releaseStaleLeases(db, 1000)).toBe(1);
+    expect(await releaseStaleLeases(new SqliteSql(() => db), 1000)).toBe(1);
     expect(db.prepare('SELECT id FROM deliveries WHERE next_attempt_at = 1000').all()).toEqual([{ id: 'dlv_crashed' }]);
     for (const [id, v100] of bodies) expect(db.prepare('SELECT body_v100 FROM events WHERE id = ?').get(id)).toEqual({ body_v100: v100 });
     db.close();
@@ -343,7 +344,7 @@ describe('group commit', () => {
     const reader = new Database(s.path, { readonly: true });
     const seen: number[] = [];
     const writes = Array.from({ length: 50 }, (_, i) =>
-      q.write(() => {
+      q.write(async () => {
         ins.run(`k${i}`, i);
         if (i === 7) ins.run('k3', 0); // duplicate key: this write fails
         return i;
@@ -361,17 +362,17 @@ describe('group commit', () => {
     expect((s.db.prepare('SELECT COUNT(*) AS n FROM t').get() as { n: number }).n).toBe(49);
     expect(s.db.prepare("SELECT v FROM t WHERE k = 'k7'").get()).toBeUndefined();
     // Writes queued in different turns of the event loop are different commits.
-    await q.write(() => ins.run('a', 1));
-    await q.write(() => ins.run('b', 1));
+    await q.write(async () => ins.run('a', 1));
+    await q.write(async () => ins.run('b', 1));
     expect(q.stats.commits).toBe(3);
     expect(s.db.pragma('synchronous', { simple: true })).toBe(2); // FULL: a commit is on disk
     reader.close();
-    s.close();
+    await s.close();
   });
 });
 
 describe('Lru', () => {
-  it('evicts the least recently used entry, one at a time', () => {
+  it('evicts the least recently used entry, one at a time', async () => {
     const c = new Lru<string, number>(4);
     for (const [k, v] of [['a', 1], ['b', 2], ['c', 3], ['d', 4]] as const) c.set(k, v);
     expect(c.get('a')).toBe(1); // aged past half the capacity: a is now the most recent
@@ -382,7 +383,7 @@ describe('Lru', () => {
     expect(c.size).toBe(4);
   });
 
-  it('a hot entry survives any number of cold ones passing through', () => {
+  it('a hot entry survives any number of cold ones passing through', async () => {
     const c = new Lru<number, number>(100);
     c.set(-1, -1);
     for (let i = 0; i < 10_000; i++) {

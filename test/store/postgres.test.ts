@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
-import { openStore } from '../../src/store/db.js';
+import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import type { Invalidation } from '../../src/store/sql.js';
@@ -108,6 +108,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const txs = await s.q.all<{ tx: string }>('SELECT DISTINCT tx FROM w');
       expect(txs).toHaveLength(1);
       expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(20);
+      // A run() outside write() is a write like any other: its own job of the group commit.
+      const mid = { ...s.stats };
+      expect(await s.q.run('DELETE FROM w WHERE id < ?', [5])).toBe(5);
+      expect(s.stats.jobs - mid.jobs).toBe(1);
     });
 
     it('rolls back a throwing job alone (its own error), the others commit', async () => {
@@ -328,7 +332,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await (await openAt(url)).q.value('SELECT COUNT(*) FROM nodes')).toBe(0); // nothing was created by the refused open
       const ro = await openAt(url, { readonly: true });
       expect(await ro.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
-      await expect(ro.q.run("INSERT INTO nodes(id, created_at) VALUES ('x', 1)")).rejects.toThrow(/read-only/);
+      await expect(ro.q.run("INSERT INTO nodes(id, created_at) VALUES ('x', 1)")).rejects.toThrow(/opened read-only/);
+      await expect(ro.write((tx) => tx.run("INSERT INTO nodes(id, created_at) VALUES ('x', 1)"))).rejects.toThrow(/opened read-only/);
+      // Even a write disguised as a read is refused by the session itself.
+      await expect(ro.q.value("INSERT INTO nodes(id, created_at) VALUES ('x', 1) RETURNING id")).rejects.toThrow(/read-only transaction/);
     });
 
     it('give the same tables and columns as SQLite (same SQL runs on both)', async () => {
@@ -551,18 +558,13 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
   });
 });
 
-/** Every table's columns in a SQLite store migrated by openStore (sync or async shape of db.ts). */
+/** Every table's columns in a SQLite store migrated by openSqliteStore. */
 async function sqliteColumns(dataDir: string): Promise<Map<string, string[]>> {
-  const store = (await (openStore as (d: string) => unknown)(dataDir)) as {
-    db?: { prepare(sql: string): { all(...a: unknown[]): unknown[] } };
-    q?: { all<T>(sql: string, p?: unknown[]): Promise<T[]> };
-    close(): unknown;
-  };
-  const all = async <T>(sql: string): Promise<T[]> => (store.db ? (store.db.prepare(sql).all() as T[]) : await store.q!.all<T>(sql, []));
+  const store = openSqliteStore(dataDir);
   try {
     const out = new Map<string, string[]>();
-    const tables = await all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
-    for (const { name } of tables) out.set(name, (await all<{ name: string }>(`SELECT name FROM pragma_table_xinfo('${name}')`)).map((c) => c.name));
+    const tables = await store.q.all<{ name: string }>("SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%' ORDER BY name");
+    for (const { name } of tables) out.set(name, (await store.q.all<{ name: string }>(`SELECT name FROM pragma_table_xinfo('${name}')`)).map((c) => c.name));
     return out;
   } finally {
     await store.close();

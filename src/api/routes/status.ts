@@ -19,6 +19,6 @@ export function statusRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       summary: 'The node this bearer token belongs to',
       responses: { 200: { description: 'The caller', content: { 'application/json': { schema: NodeView } } }, ...problemResponses(400, 401, 429) },
     }),
-    (c) => c.json({ ...tokenStanding(d.store, c.get('node'), c.get('token')), version: VERSION }, 200),
+    async (c) => c.json({ ...(await tokenStanding(d.store, c.get('node'), c.get('token'))), version: VERSION }, 200),
   );
 }

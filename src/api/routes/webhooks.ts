@@ -64,14 +64,14 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       request: { body: { required: true, content: { 'application/json': { schema: CreateBody } } } },
       responses: { 201: json(SubscriptionWithSecret, 'Created; the secret is shown only here'), ...problemResponses(400, 401, 413, 415, 429) },
     }),
-    (c) => c.json(createSubscription(d, c.get('node'), c.req.valid('json')), 201),
+    async (c) => c.json(await createSubscription(d, c.get('node'), c.req.valid('json')), 201),
   );
   app.openapi(
     createRoute({
       method: 'get', path: '/v1/webhooks', tags: ['webhooks'], security, operationId: 'listWebhooks', summary: "The caller's subscriptions (never a secret)",
       responses: { 200: json(z.object({ data: z.array(Subscription) }).openapi('WebhookList'), 'Subscriptions'), ...problemResponses(400, 401, 429) },
     }),
-    (c) => c.json(listSubscriptions(d, c.get('node')), 200),
+    async (c) => c.json(await listSubscriptions(d, c.get('node')), 200),
   );
   app.openapi(
     createRoute({
@@ -79,8 +79,8 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       request: { params: SubId },
       responses: { 204: { description: 'Revoked' }, ...problemResponses(400, 401, 404, 429) },
     }),
-    (c) => {
-      deleteSubscription(d, c.get('node'), c.req.valid('param').id);
+    async (c) => {
+      await deleteSubscription(d, c.get('node'), c.req.valid('param').id);
       return c.body(null, 204);
     },
   );
@@ -90,9 +90,9 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       request: { params: SubId, query: Page },
       responses: { 200: json(Attempts, 'Attempts'), ...problemResponses(400, 401, 404, 429) },
     }),
-    (c) => {
+    async (c) => {
       const q = c.req.valid('query');
-      return c.json(listAttempts(d, c.get('node'), c.req.valid('param').id, q.cursor, q.limit), 200);
+      return c.json(await listAttempts(d, c.get('node'), c.req.valid('param').id, q.cursor, q.limit), 200);
     },
   );
   app.openapi(
@@ -105,9 +105,9 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       },
       responses: { 200: json(SubscriptionWithSecret, 'Rotated; the new secret is shown only here'), ...problemResponses(400, 401, 404, 415, 429) },
     }),
-    (c) => {
+    async (c) => {
       const body = (c.req.valid('json') ?? {}) as { overlapSeconds?: number };
-      return c.json(rotateSecret(d, c.get('node'), c.req.valid('param').id, body.overlapSeconds), 200);
+      return c.json(await rotateSecret(d, c.get('node'), c.req.valid('param').id, body.overlapSeconds), 200);
     },
   );
   app.openapi(
@@ -122,9 +122,9 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
         ...problemResponses(400, 401, 404, 415, 429),
       },
     }),
-    (c) => {
+    async (c) => {
       const body = (c.req.valid('json') ?? {}) as { subscription?: string };
-      return c.json(redeliver(d, c.get('node'), c.req.valid('param').id, body.subscription), 202);
+      return c.json(await redeliver(d, c.get('node'), c.req.valid('param').id, body.subscription), 202);
     },
   );
   app.openapi(
@@ -157,9 +157,9 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
         ...problemResponses(400, 401, 429),
       },
     }),
-    (c) => {
+    async (c) => {
       const q = c.req.valid('query');
-      return c.json(listEvents(d, c.get('node'), q.cursor, q.limit, q.type, q.since) as never, 200);
+      return c.json(await listEvents(d, c.get('node'), q.cursor, q.limit, q.type, q.since) as never, 200);
     },
   );
 }

@@ -1,16 +1,28 @@
 import { chmodSync, existsSync, mkdirSync, renameSync, rmSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { NodeSvcError, usageError } from '../../domain/errors.js';
-import { copyDatabase, DB_FILE, openStore, resolveDataDir, validateBackup } from '../../store/db.js';
+import { copyDatabase, DB_FILE, openSqliteStore, resolveDataDir, validateBackup } from '../../store/db.js';
+import { isPostgresUrl, resolveStoreUrl } from '../../store/open.js';
+
+/** A PostgreSQL store is backed up and restored by PostgreSQL's own tools, with the server's roles and PITR. */
+function refusePostgres(g: GlobalOptions, what: 'backup' | 'restore'): void {
+  const url = resolveStoreUrl(g.store);
+  if (!url || !isPostgresUrl(url)) return;
+  throw usageError(`node-svc ${what} copies the SQLite database of a data dir; this store is PostgreSQL`,
+    what === 'backup'
+      ? 'use pg_dump: pg_dump --format=custom --file=node-svc.dump "$DATABASE_URL" (consistent while daemons run), or the server\'s base backups and WAL archiving for point-in-time recovery'
+      : 'use pg_restore into an empty database with every daemon stopped: pg_restore --dbname="$DATABASE_URL" --no-owner node-svc.dump');
+}
 import { lockDataDir } from '../../store/lock.js';
 import { progressBar } from '../progress.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 
 /** SQLite online backup: consistent while the daemon keeps writing; a progress bar on a TTY. */
 export async function backup(g: GlobalOptions, file: string, o: { force?: boolean }): Promise<CommandResult> {
+  refusePostgres(g, 'backup');
   const target = resolve(file);
   if (existsSync(target) && !o.force) throw usageError(`${target} already exists`, 'pick a new file, or pass --force to overwrite it');
-  const store = openStore(resolveDataDir(g.dataDir), { readonly: true });
+  const store = openSqliteStore(resolveDataDir(g.dataDir), { readonly: true });
   const bar = progressBar('backup');
   const started = Date.now();
   try {
@@ -26,7 +38,7 @@ export async function backup(g: GlobalOptions, file: string, o: { force?: boolea
       human: `backed up ${store.path} to ${target} (${r.totalPages} pages, ${Date.now() - started} ms)\nrestore: node-svc restore ${target} (with the daemon stopped)`,
     };
   } finally {
-    store.close();
+    await store.close();
   }
 }
 
@@ -35,6 +47,7 @@ export async function backup(g: GlobalOptions, file: string, o: { force?: boolea
  * none starts). The backup is checked first; the current database and its WAL files are moved aside, not deleted.
  */
 export async function restore(g: GlobalOptions, file: string): Promise<CommandResult> {
+  refusePostgres(g, 'restore');
   const source = resolve(file);
   if (!existsSync(source)) throw usageError(`${source} does not exist`, 'give a file written by node-svc backup');
   const dataDir = resolveDataDir(g.dataDir);
@@ -57,7 +70,7 @@ export async function restore(g: GlobalOptions, file: string): Promise<CommandRe
       for (const suffix of present) renameSync(db + suffix, keptAs + suffix);
     }
     renameSync(incoming, db);
-    openStore(dataDir).close(); // migrates a backup made by an older node-svc; proves it opens
+    await openSqliteStore(dataDir).close(); // migrates a backup made by an older node-svc; proves it opens
     return {
       data: { restored: source, dataDir, schema: info.schema, previous: keptAs },
       human: `restored ${source} into ${db} (schema ${info.schema})${keptAs ? `\nthe previous store is kept as ${keptAs}` : ''}\nstart the daemon again: node-svc daemon`,

@@ -15,17 +15,17 @@ export async function verify(g: GlobalOptions, jwsArg: string, o: { node?: strin
   if (o.remote) return (await import('./remote.js')).verifyRemote(g, jws);
   const node = o.node ?? process.env.NODE_SVC_NODE;
   if (node !== undefined) checkNodeId(node);
-  const result = await withStore(g, (s) => {
-    const audience = node ?? onlyNode(s.db);
-    const keys = trustedKeys(s);
+  const result = await withStore(g, async (s) => {
+    const audience = node ?? (await onlyNode(s.q));
+    const keys = await trustedKeys(s);
     if (!keys.length) throw new NodeSvcError('config', 'no trusted issuer keys yet, so nothing can be verified', { hint: 'add an issuer\'s keys: node-svc keys add --issuer <iss> <jwks-file-or-url>' });
     return new Verifier({ keys: new KeySet(keys), cacheSize: 0 }).verify(jws, { audience });
   }, { readonly: true });
   return { data: result, human: describe(result), exitCode: result.valid ? EXIT.ok : EXIT.negative };
 }
 
-function onlyNode(db: Parameters<typeof nodes.list>[0]): string {
-  const all = nodes.list(db);
+async function onlyNode(q: Parameters<typeof nodes.list>[0]): Promise<string> {
+  const all = await nodes.list(q);
   if (all.length === 1) return all[0]!.id;
   if (!all.length) throw usageError('no node registered, so there is no audience to check', 'add one with `node-svc nodes add <id>`, or pass --node <id>');
   throw usageError(`${all.length} nodes are registered; say which one the credential must be aimed at`, 'pass --node <id> or set NODE_SVC_NODE');

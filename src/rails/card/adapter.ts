@@ -65,7 +65,7 @@ import { configError } from '../../domain/errors.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
 import { iso } from '../../domain/time.js';
 import { log } from '../../log.js';
-import type { Store } from '../../store/db.js';
+import type { Store } from '../../store/sql.js';
 import { recordEvent } from '../../store/events.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { fundingSources, streams, type StreamRow } from '../../store/streams.js';
@@ -224,9 +224,13 @@ export class CardRail implements Rail {
     this.#wake = ctx.wake;
   }
 
-  #db() {
+  #st(): Store {
     if (!this.#store) throw new Error('card rail used before attach()');
-    return this.#store.db;
+    return this.#store;
+  }
+
+  #db() {
+    return this.#st().q;
   }
 
   #piOf(stream: StreamRow): string {
@@ -302,7 +306,7 @@ export class CardRail implements Rail {
     const known = this.#funded.get(piId);
     // Not while reads fail: the engine's grace for an unreadable processor must see every failure, not a cached yes.
     if (known && !this.#readFailing && this.#now() - known.at < (this.#c.fundingRefreshMs ?? 60_000) && !this.#nearDeadline(known.deadline)
-      && streams.get(this.#db(), subject.nodeId, subject.stream)) return known.check;
+      && (await streams.get(this.#db(), subject.nodeId, subject.stream))) return known.check;
     this.#funded.delete(piId);
     let pi: Stripe.PaymentIntent;
     try {
@@ -330,7 +334,7 @@ export class CardRail implements Rail {
     const received = BigInt(pi.amount_received);
     if (capturable <= 0n) return no(`payment intent ${piId} has nothing left to capture`);
     // At registration this stream has captured nothing: captures already on the intent were made by someone else.
-    if (received > 0n && !streams.get(this.#db(), subject.nodeId, subject.stream))
+    if (received > 0n && !(await streams.get(this.#db(), subject.nodeId, subject.stream)))
       return no(`payment intent ${piId} already has ${received} ${want} minor units captured outside node-svc`);
     // Only an authorization this node may use is watched for its deadline (and released at it).
     const deadline = this.#deadlineOf(pi as Stripe.PaymentIntent & { latest_charge: Stripe.Charge });
@@ -356,7 +360,7 @@ export class CardRail implements Rail {
     const db = this.#db();
     const piId = piOfClaims(stream.claims);
     if (!piId) return undefined;
-    const holder = stream.funding_source ? fundingSources.holder(db, stream.funding_source) : undefined;
+    const holder = stream.funding_source ? await fundingSources.holder(db, stream.funding_source) : undefined;
     if (!holder || holder.node_id !== stream.node_id || holder.stream !== stream.id) return undefined; // another stream's authorization
     let pi: Stripe.PaymentIntent;
     try {
@@ -406,8 +410,8 @@ export class CardRail implements Rail {
     const warnMs = this.#c.deadlineWarnMs ?? 86_400_000;
     for (const [piId, deadline] of [...this.#deadlines]) {
       if (now < deadline - warnMs) continue;
-      const holder = fundingSources.holder(db, `card:${piId}`);
-      const row = holder && streams.get(db, holder.node_id, holder.stream);
+      const holder = await fundingSources.holder(db, `card:${piId}`);
+      const row = holder && (await streams.get(db, holder.node_id, holder.stream));
       if (!row || row.status !== 'open' || row.funding_released_at !== null) {
         this.#forget(piId); // closed streams are released by the engine
         continue;
@@ -419,17 +423,17 @@ export class CardRail implements Rail {
       }
       if (!this.#nearDeadline(deadline)) continue;
       const reason = `the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`;
-      const waiting = db.transaction(() => {
-        const r = streams.get(db, row.node_id, row.id)!;
+      const waiting = await this.#st().write(async (tx) => {
+        const r = (await streams.get(tx, row.node_id, row.id))!;
         // Inside the write lock: no voucher can slip in between this reading and the stream being closed to vouchers.
         if (r.funding_status !== 'unfunded' || r.funding_reason !== reason)
-          streams.setFunding(db, r.node_id, r.id, { status: 'unfunded', reason, limitMicro: r.funding_limit_micro, now });
-        return this.settleable(r) > settlements.frontier(db, r.node_id, r.id) || settlements.inFlight(db, r.node_id, r.id);
-      }).immediate();
+          await streams.setFunding(tx, r.node_id, r.id, { status: 'unfunded', reason, limitMicro: r.funding_limit_micro, now });
+        return this.settleable(r) > (await settlements.frontier(tx, r.node_id, r.id)) || (await settlements.inFlight(tx, r.node_id, r.id));
+      });
       if (waiting) continue; // the engine captures it as final (closeRequested); released on a later tick
       try {
         const note = await this.release(row);
-        streams.released(db, row.node_id, row.id, this.#now());
+        await this.#st().write((tx) => streams.released(tx, row.node_id, row.id, this.#now()));
         log.warn('card authorization released at its capture deadline margin', { ...f, ...(note ? { note } : {}) });
       } catch (err) {
         log.warn('card authorization release failed; will retry', { ...f, error: (err as Error).message });
@@ -462,7 +466,7 @@ export class CardRail implements Rail {
       // Captured already (a crash after the capture, before it was recorded): find it, record it, send nothing.
       const bt = await this.#findCapture(charge, targetMinor);
       if (!bt) throw new Error(`payment intent ${piId} has ${capturedMinor} minor units captured, beyond this node's cumulative ${targetMinor}: captured outside node-svc; nothing captured`);
-      record(bt.id, JSON.stringify({ ...base, captureMinor: String(bt.amount), final: pi.status !== 'requires_capture', balanceTransaction: bt.id } satisfies CaptureDetail));
+      await record(bt.id, JSON.stringify({ ...base, captureMinor: String(bt.amount), final: pi.status !== 'requires_capture', balanceTransaction: bt.id } satisfies CaptureDetail));
       return;
     }
     const delta = targetMinor - capturedMinor;
@@ -476,10 +480,10 @@ export class CardRail implements Rail {
     if (!final && multi !== 'available')
       throw new Error(`payment intent ${piId} has no multicapture, so it can be captured only once; nothing captured (request_multicapture: if_available)`);
     const detail: CaptureDetail = { ...base, captureMinor: delta.toString(), final };
-    record(piId, JSON.stringify(detail)); // durable before the capture leaves the process
+    await record(piId, JSON.stringify(detail)); // durable before the capture leaves the process
     await this.#capture(piId, detail);
     const bt = await this.#findCapture(charge, targetMinor);
-    if (bt) record(bt.id, JSON.stringify({ ...detail, balanceTransaction: bt.id }));
+    if (bt) await record(bt.id, JSON.stringify({ ...detail, balanceTransaction: bt.id }));
     // else: status() looks again
   }
 
@@ -507,7 +511,7 @@ export class CardRail implements Rail {
     // Recorded before sending, answer not recorded: did the capture happen?
     const bt = await this.#findCapture(d.charge, BigInt(d.targetMinor));
     if (bt) {
-      cardSettlements.setReference(db, s.id, bt.id, JSON.stringify({ ...d, balanceTransaction: bt.id }));
+      await this.#st().write((tx) => cardSettlements.setReference(tx, s.id, bt.id, JSON.stringify({ ...d, balanceTransaction: bt.id })));
       return { state: 'submitted', note: 'capture found after its answer was lost' };
     }
     const pi = await this.#stripe.paymentIntents.retrieve(d.paymentIntent);
@@ -542,7 +546,7 @@ export class CardRail implements Rail {
     const dirty = this.#dirty;
     this.#dirty = new Set();
     if (full) this.#lastScan = now;
-    for (const s of capturedCardStreams(db)) {
+    for (const s of await capturedCardStreams(db)) {
       const pi = piOfClaims(s.claims);
       if (!pi || (!full && !dirty.has(pi))) continue;
       try {
@@ -566,12 +570,11 @@ export class CardRail implements Rail {
     }
     if (!last || minor === 0n) return;
     const micro = minor * microPerMinor(currency);
-    const db = this.#db();
     const now = this.#now();
-    db.transaction(() => {
-      if (!cardRefunds.raise(db, { nodeId: s.node_id, stream: s.id, paymentIntent: pi, minor, micro, lastRefund: last.id, now })) return;
-      recordEvent(db, s.node_id, 'refund.final', `stream:${s.id}`, { stream: s.id, budget: s.budget, asset: s.asset, amountMicro: micro.toString(), reference: last.id }, now);
-    }).immediate();
+    await this.#st().write(async (tx) => {
+      if (!(await cardRefunds.raise(tx, { nodeId: s.node_id, stream: s.id, paymentIntent: pi, minor, micro, lastRefund: last.id, now }))) return;
+      await recordEvent(tx, s.node_id, 'refund.final', `stream:${s.id}`, { stream: s.id, budget: s.budget, asset: s.asset, amountMicro: micro.toString(), reference: last.id }, now);
+    });
   }
 
   routes(app: Hono<any>): void {

@@ -17,7 +17,7 @@ import { createPublicClient, decodeEventLog, encodeFunctionData, http, keccak256
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
-import type { Store } from '../../store/db.js';
+import type { Store } from '../../store/sql.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { streams, type StreamRow } from '../../store/streams.js';
 import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
@@ -101,6 +101,16 @@ export class EscrowRail implements Rail {
 
   get address(): Hex {
     return this.#account.address;
+  }
+
+  /** One settler per wallet (one nonce sequence), whichever daemons share the store. */
+  get account(): string {
+    return `${this.#c.chainId}:${this.#account.address.toLowerCase()}`;
+  }
+
+  /** The lease came to this daemon: another may have sent from the wallet meanwhile, so the next nonce is read again. */
+  takeover(): void {
+    this.#nextNonce = undefined;
   }
 
   async preflight(): Promise<void> {
@@ -216,9 +226,9 @@ export class EscrowRail implements Rail {
   }
 
   /** Nonces held by our own unmined settle transactions (from the store: they survive a restart). */
-  #heldNonces(): number[] {
+  async #heldNonces(): Promise<number[]> {
     if (!this.#store) return [];
-    return settlements.open(this.#store.db, 'escrow')
+    return (await settlements.open(this.#store.q, 'escrow'))
       .filter((s) => s.status === 'pending' || s.status === 'submitted')
       .map((s) => parseDetail(s.detail)?.nonce)
       .filter((n): n is number => typeof n === 'number');
@@ -227,7 +237,7 @@ export class EscrowRail implements Rail {
   async #takeNonce(): Promise<number> {
     if (this.#nextNonce === undefined) {
       const pending = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
-      this.#nextNonce = Math.max(pending, ...this.#heldNonces().map((n) => n + 1));
+      this.#nextNonce = Math.max(pending, ...(await this.#heldNonces()).map((n) => n + 1));
     }
     return this.#nextNonce;
   }
@@ -250,7 +260,7 @@ export class EscrowRail implements Rail {
     await this.#serial(async () => {
       const nonce = await this.#takeNonce();
       const tx = await this.#sign(data, nonce, (gas * 12n) / 10n, { maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
-      record(tx.hash, JSON.stringify({ nonce, txs: [tx] } satisfies TxDetail)); // durable before it leaves the process
+      await record(tx.hash, JSON.stringify({ nonce, txs: [tx] } satisfies TxDetail)); // durable before it leaves the process
       try {
         await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
       } catch (err) {
@@ -280,7 +290,7 @@ export class EscrowRail implements Rail {
     const receipt = await this.#receiptOf(d);
     if (!receipt) return this.#unmined(s, d, latestCount);
     if (receipt.status !== 'success') return { state: 'failed', error: `settle transaction ${receipt.transactionHash} reverted in block ${receipt.blockNumber}` };
-    const proof = this.#paid(s, receipt);
+    const proof = await this.#paid(s, receipt);
     if (typeof proof === 'string') return { state: 'failed', error: proof };
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
     // as not mined). The block must still be there at that height (the receipt's block hash is not compared: ganache
@@ -300,8 +310,8 @@ export class EscrowRail implements Rail {
    * the settlement's cumulative amount, and the token's `Transfer` of the paid delta from the escrow to the wallet.
    * A string says what is missing.
    */
-  #paid(s: SettlementRow, receipt: TransactionReceipt): true | string {
-    const stream = this.#store ? streams.get(this.#store.db, s.node_id, s.stream) : undefined;
+  async #paid(s: SettlementRow, receipt: TransactionReceipt): Promise<true | string> {
+    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
     const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
     let paid: bigint | undefined;
     for (const l of receipt.logs) {
@@ -352,7 +362,7 @@ export class EscrowRail implements Rail {
     if (known && !due) return { state: 'submitted' };
     return this.#serial(async () => {
       // A gap below us (a lower nonce no unmined settlement of ours holds): fill it with this settlement.
-      const gap = d.nonce > latestCount && !this.#heldNonces().includes(latestCount);
+      const gap = d.nonce > latestCount && !(await this.#heldNonces()).includes(latestCount);
       // From the second time, replace it (a node may have dropped it as underpriced: the same bytes would be refused again).
       if (gap || Number(s.attempts) >= 2) {
         const nonce = gap ? latestCount : d.nonce;

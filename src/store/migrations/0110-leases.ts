@@ -2,11 +2,9 @@ import type { Migration } from './index.js';
 
 const m: Migration = {
   version: 110,
-  name: 'named leases with a fencing token (one settler at a time across daemons)',
+  name: 'leases with a fencing token (one settler per rail account among daemons sharing a store)',
   up(db) {
     db.exec(`
-      -- A lease is held by \`holder\` until \`expires_at\` (ms); every take-over bumps \`fence\`, so a holder that lost it
-      -- cannot record a stale result (its writes name a fence that is no longer current).
       CREATE TABLE leases (
         name TEXT PRIMARY KEY,
         holder TEXT NOT NULL,
@@ -16,6 +14,8 @@ const m: Migration = {
     `);
   },
   postgres: `
+    -- A lease is held by holder until expires_at (ms); every take-over bumps fence, so a holder that lost it cannot
+    -- record a stale result (its writes name a fence that is no longer current).
     CREATE TABLE leases (
       name TEXT PRIMARY KEY,
       holder TEXT NOT NULL,

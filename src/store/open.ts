@@ -1,0 +1,32 @@
+// Which store a command or the daemon uses: --store (env NODE_SVC_STORE, config `store`) names a PostgreSQL
+// database shared by several daemons; without it, SQLite in the data dir (the default, one machine).
+import { configError } from '../domain/errors.js';
+import { openSqliteStore } from './db.js';
+import type { Store } from './sql.js';
+
+export interface StoreOptions {
+  dataDir: string;
+  /** A postgres:// (or postgresql://) URL; undefined or "sqlite": the data dir's SQLite file. */
+  store?: string;
+  readonly?: boolean;
+}
+
+/** --store, else NODE_SVC_STORE (flag > environment; the daemon also reads config `store` between them and the default). */
+export const resolveStoreUrl = (flag?: string): string | undefined => flag || process.env.NODE_SVC_STORE || undefined;
+
+export const isPostgresUrl = (url: string) => /^postgres(ql)?:\/\//i.test(url);
+
+/** The URL is a secret (it can carry the password): an error about it never repeats it. */
+export function checkStoreUrl(url: string | undefined): string | undefined {
+  if (url === undefined || url === 'sqlite' || isPostgresUrl(url)) return undefined;
+  return '--store must be a postgres:// or postgresql:// URL (or "sqlite" for the data dir\'s database); the value given is not repeated here, since a URL can carry a password';
+}
+
+export async function openStore(o: StoreOptions): Promise<Store> {
+  const url = o.store;
+  const bad = checkStoreUrl(url);
+  if (bad) throw configError(bad, 'pass --store postgres://user@host:5432/db (password in PGPASSWORD or ~/.pgpass, or in the URL)');
+  if (!url || url === 'sqlite') return openSqliteStore(o.dataDir, { readonly: o.readonly });
+  const { openPostgresStore } = await import('./postgres.js');
+  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly });
+}
