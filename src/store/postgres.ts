@@ -307,6 +307,10 @@ class PgStore implements PostgresStore {
       types: TYPES,
       max: opts.poolSize ?? 10,
       idleTimeoutMillis: 30_000,
+      // A daemon cut off mid-transaction (a network partition, not a crash: a crash closes the socket) would hold the
+      // write lock until the server's TCP keepalive notices, hours by default. Our transactions never wait on
+      // anything but their own statements, so one idle for a minute is dead: the server ends it, the lock is freed.
+      idle_in_transaction_session_timeout: 60_000,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
       ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
     });
@@ -431,31 +435,46 @@ class PgStore implements PostgresStore {
   async #runBatch(jobs: WriteJob[]): Promise<void> {
     const out: Array<{ ok: boolean; v: unknown }> = [];
     let client: pg.PoolClient | undefined;
-    let broken: unknown;
+    // Round trips are the cost of a batch: the statements between two jobs travel together (one savepoint's end with
+    // the next one's start, the last one's end with COMMIT). A failed statement skips the rest of its string.
+    const solo = jobs.length === 1;
     try {
       client = await this.#connect();
-      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK_KEY})`);
-      const solo = jobs.length === 1;
-      for (const job of jobs) {
+      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK_KEY})${solo ? '' : '; SAVEPOINT job'}`);
+      let committed = false;
+      for (let i = 0; i < jobs.length; i++) {
+        const last = i === jobs.length - 1;
+        const next = last ? 'COMMIT' : 'SAVEPOINT job';
         let live = true;
-        const tx = this.#sql(client, () => live);
-        if (!solo) await client.query('SAVEPOINT job');
+        let failure: { err: unknown } | undefined;
         try {
-          const v = await job.fn(tx);
+          const v = await jobs[i]!.fn(this.#sql(client, () => live));
           live = false;
-          if (!solo) await client.query('RELEASE SAVEPOINT job'); // fails if the job swallowed an error of its own
           out.push({ ok: true, v });
         } catch (err) {
           live = false;
           if (solo) throw new JobFailed(err);
-          // Undo this job only; if even that fails the connection (or transaction) is gone and the batch with it.
-          await client.query('ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job');
-          out.push({ ok: false, v: this.wrap(err) });
+          failure = { err };
         }
+        if (solo) break;
+        if (!failure) {
+          try {
+            // Fails if the job swallowed an error of its own (the transaction is then in error): the job failed.
+            committed = lastCommand(await client.query(`RELEASE SAVEPOINT job; ${next}`)) === 'COMMIT';
+            continue;
+          } catch (err) {
+            out.pop();
+            failure = { err };
+          }
+        }
+        // Undo this job only; if even that fails the connection (or transaction) is gone and the batch with it.
+        const res = await client.query(`ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; ${next}`);
+        committed = lastCommand(res) === 'COMMIT';
+        out.push({ ok: false, v: this.wrap(failure.err) });
       }
-      const res = await client.query('COMMIT');
+      if (solo) committed = lastCommand(await client.query('COMMIT')) === 'COMMIT';
       // COMMIT of a transaction in error answers ROLLBACK rather than failing.
-      if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
+      if (!committed) throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
     } catch (err) {
       if (client) {
         try {
@@ -466,8 +485,7 @@ class PgStore implements PostgresStore {
         }
         client = undefined;
       }
-      broken = err instanceof JobFailed ? err.cause : err;
-      const e = this.wrap(broken);
+      const e = this.wrap(err instanceof JobFailed ? err.cause : err);
       for (const j of jobs) j.reject(e);
       return;
     } finally {
@@ -603,6 +621,9 @@ class PgStore implements PostgresStore {
     });
   }
 }
+
+/** The command tag of the last statement of a (possibly multi-statement) query. */
+const lastCommand = (res: pg.QueryResult | pg.QueryResult[]): string | null => (Array.isArray(res) ? res[res.length - 1]!.command : res.command);
 
 /** Thrown through the batch when a lone job fails: the job's own error, not a failure of the batch. */
 class JobFailed {

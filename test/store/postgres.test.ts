@@ -136,6 +136,16 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
       expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
       expect(await s.q.all('SELECT id FROM w ORDER BY id')).toEqual([{ id: 1 }, { id: 3 }]);
+      // The same when the swallowing job is the batch's last (its savepoint's end travels with COMMIT).
+      const tail = await Promise.allSettled([
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (10)')),
+        s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id) VALUES (11)');
+          await tx.run('INSERT INTO w(id) VALUES (1)').catch(() => {});
+        }),
+      ]);
+      expect(tail.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
+      expect(await s.q.all('SELECT id FROM w ORDER BY id')).toEqual([{ id: 1 }, { id: 3 }, { id: 10 }]);
 
       // A lone job that throws: nothing of it commits.
       await expect(s.write(async (tx) => {
