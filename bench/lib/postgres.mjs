@@ -44,8 +44,11 @@ const freePort = () => new Promise((res, rej) => {
   s.listen(0, '127.0.0.1', () => { const { port } = s.address(); s.close(() => res(port)); });
 });
 
-/** initdb + pg_ctl start; resolves with { url(db), createDatabase(name), stop() }. */
-export async function startPostgres() {
+/**
+ * initdb + pg_ctl start; resolves with { url(db), createDatabase(name), superuser(db), stop() }. `statements`: load
+ * pg_stat_statements (a diagnosis aid: it costs every statement a little, so the measured runs go without it).
+ */
+export async function startPostgres({ statements = false } = {}) {
   const why = pgUnavailable();
   if (why) throw new Error(`cannot start PostgreSQL: ${why}`);
   const pg = (await import('pg')).default;
@@ -72,7 +75,8 @@ export async function startPostgres() {
     rmSync(pwfile, { force: true });
     const port = await freePort();
     // Server defaults otherwise (synchronous_commit on, fsync on): what an operator's database does.
-    const options = [`-c listen_addresses=127.0.0.1`, `-c port=${port}`, `-c unix_socket_directories=${dir}`, '-c fsync=on', '-c max_connections=200', '-c logging_collector=off'].join(' ');
+    const options = [`-c listen_addresses=127.0.0.1`, `-c port=${port}`, `-c unix_socket_directories=${dir}`, '-c fsync=on', '-c max_connections=200', '-c logging_collector=off',
+      ...(statements ? ['-c shared_preload_libraries=pg_stat_statements'] : [])].join(' ');
     pgCtl('start', '-w', '-t', '60', '-l', join(dir, 'log'), '-o', options);
     running = true;
     const stopCmd = `${isRoot() ? 'runuser -u postgres -- ' : ''}${PG_BIN}/pg_ctl -D '${data}' stop -m immediate`;
@@ -91,6 +95,12 @@ export async function startPostgres() {
         await c.connect();
         try { await c.query(`CREATE DATABASE ${name}`); } finally { await c.end(); }
         return url(name);
+      },
+      /** A connected superuser client on database `db` (through the socket in our 0700 dir). */
+      async superuser(db) {
+        const c = new pg.Client({ host: dir, port, user: 'postgres', database: db });
+        await c.connect();
+        return c;
       },
       async stop() {
         process.off('exit', cleanupSync);
