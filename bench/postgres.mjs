@@ -7,7 +7,8 @@
 // 1. PostgreSQL / SQLite, one daemon each, rounds alternating the two (medians of the per-round ratios):
 //    - GET /v1/streams/{id}/headroom at saturation: autocannon, BENCH_HEADROOM_CONNECTIONS keep-alive clients;
 //    - POST /v1/streams/{id}/vouchers: autocannon, BENCH_VOUCHER_CONNECTIONS clients, each billing its own stream
-//      upward (vouchers signed ahead); then each stream's billed truth is checked against what was last sent;
+//      upward (vouchers signed ahead); then each stream's billed truth must lie between the last amount answered
+//      200 (a 2xx means on disk) and the last sent;
 //    - webhook deliveries/s to a loopback receiver (bench/lib/delivery-receiver.mjs, answers 204): BENCH_N events
 //      recorded in the daemon (recordEvent in write transactions of 100, as bench/delivery), timed from the first
 //      record until the receiver has every event and the store shows none pending.
@@ -24,9 +25,10 @@
 //    attempt): WAL bytes (pg_current_wal_lsn() before and after), write transactions (transaction ids assigned:
 //    pg_snapshot_xmax of the current snapshot before and after), durable group commits (the store's own count; claims
 //    commit without waiting for the WAL flush), rows inserted. For the record, no target (the README quotes it).
-// Env: BENCH_ROUNDS (3), BENCH_SECONDS (3), BENCH_N (4000), BENCH_HEADROOM_CONNECTIONS (32),
-//      BENCH_VOUCHER_CONNECTIONS (64); BENCH_TRACE=1 (phase times on stderr); BENCH_PG_STATEMENTS=1 (diagnosis: load
-//      pg_stat_statements and print the statements of the write-cost round per event; slows PostgreSQL a little).
+// Env: BENCH_ROUNDS (5) of BENCH_SECONDS (2) for headroom and vouchers, BENCH_DELIVERY_ROUNDS (3) of BENCH_N (4000)
+//      events, BENCH_HEADROOM_CONNECTIONS (32), BENCH_VOUCHER_CONNECTIONS (64); BENCH_TRACE=1 (phase times on stderr);
+//      BENCH_PG_STATEMENTS=1 (diagnosis: load pg_stat_statements and print the statements per request and per event
+//      of the last PostgreSQL round of each part; slows PostgreSQL a little).
 //      Run time here: about 2 minutes.
 import { execFileSync, fork } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
@@ -38,8 +40,9 @@ import { LEASE_MS, pgUnavailable, startPostgres } from './lib/postgres.mjs';
 import { report, result } from './lib/report.mjs';
 import { BIN, ISSUER, NODE, fmt, median, prepare } from './lib/setup.mjs';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const SECONDS = Number(process.env.BENCH_SECONDS ?? 3);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5); // headroom and vouchers: short rounds, many (neighbours come and go)
+const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const DELIVERY_ROUNDS = Number(process.env.BENCH_DELIVERY_ROUNDS ?? 3);
 const N = Number(process.env.BENCH_N ?? 4000);
 const BATCH = 100;
 const HEADROOM_CONNECTIONS = Number(process.env.BENCH_HEADROOM_CONNECTIONS ?? 32);
@@ -54,6 +57,11 @@ const now = () => performance.timeOrigin + performance.now();
 const T0 = performance.now();
 const trace = process.env.BENCH_TRACE ? (label) => console.error(`  [trace ${((performance.now() - T0) / 1000).toFixed(1)} s] ${label}`) : () => {};
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+/** `promise`, or `fallback` after `ms` (the timer cleared either way: a pending one would keep the process alive). */
+const within = (promise, ms, fallback) => {
+  let t;
+  return Promise.race([promise, new Promise((r) => { t = setTimeout(() => r(fallback), ms); })]).finally(() => clearTimeout(t));
+};
 const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
 const children = [];
 let server;
@@ -99,7 +107,7 @@ async function spawnChild(file, args, extraEnv = {}) {
       child.send({ cmd, re, ...a });
     });
   };
-  const waitExit = (ms) => Promise.race([exit, sleep(ms).then(() => false)]);
+  const waitExit = (ms) => within(exit, ms, false);
   return { child, info, call, waitExit, get exited() { return exited; } };
 }
 
@@ -114,7 +122,7 @@ async function cleanup() {
   for (const c of children.splice(0)) {
     if (c.exitCode !== null || c.signalCode !== null) continue;
     c.kill('SIGTERM');
-    const gone = await Promise.race([new Promise((r) => c.once('exit', () => r(true))), sleep(5000).then(() => false)]);
+    const gone = await within(new Promise((r) => c.once('exit', () => r(true))), 5000, false);
     if (!gone) c.kill('SIGKILL');
   }
   await db?.end().catch(() => undefined);
@@ -176,16 +184,29 @@ async function main() {
     await post(t, '/v1/streams/h/vouchers', { voucher: p.voucher('h', 5000) }); // a rate inside the window
     t.amounts = new Map(streams.map((s) => [s, 0])); // the last amount sent (or set up to be sent) per stream
     t.acked = new Map(streams.map((s) => [s, 0])); // the last amount answered 200
-    // Signed ahead: this process shares the cores with the daemon and the database.
-    t.pool = new Map(streams.map((s) => [s, []]));
-    const presign = Number(process.env.BENCH_PRESIGN ?? 16_000);
-    for (let i = 0; i < presign; i++) { const s = streams[i % streams.length]; const a = (Math.floor(i / streams.length) + 1) * 1000; t.pool.get(s).push([a, p.voucher(s, a)]); }
+    t.pool = new Map(streams.map((s) => [s, []])); // vouchers signed ahead, per stream, amounts consecutive
+    t.live = 0; // vouchers the load generator had to sign during a run (its pool ran out)
+    t.rate = 0; // the last run's vouchers/s
   }
+  /**
+   * Sign ahead (outside the timed runs) what the next run will likely send, 1.5 x the last run's rate: this process
+   * shares the cores with the daemon and the database, and signing during a run would slow the load generator.
+   */
+  const topUp = (t, seconds) => {
+    const per = Math.ceil(Math.max(8000, t.rate * seconds * 1.5) / streams.length);
+    for (const s of streams) {
+      const pool = t.pool.get(s);
+      while (pool.length && pool[0][0] <= t.amounts.get(s)) pool.shift();
+      let a = pool.length ? pool[pool.length - 1][0] : t.amounts.get(s);
+      while (pool.length < per) { a += 1000; pool.push([a, p.voucher(s, a)]); }
+    }
+  };
 
   trace('prepared');
   // ---- part 1: headroom and vouchers, autocannon at saturation ----
   const cannon = async (t, kind, seconds = SECONDS) => {
     let next = 0;
+    if (kind === 'vouchers') topUp(t, seconds);
     const opts = kind === 'headroom'
       ? { connections: HEADROOM_CONNECTIONS, requests: [{ method: 'GET', path: '/v1/streams/h/headroom', headers: t.auth }] }
       : {
@@ -199,7 +220,7 @@ async function main() {
             ctx.amount = amount;
             const pool = t.pool.get(ctx.stream);
             while (pool.length && pool[0][0] < amount) pool.shift();
-            const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : p.voucher(ctx.stream, amount);
+            const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : (t.live++, p.voucher(ctx.stream, amount));
             return { ...req, path: `/v1/streams/${ctx.stream}/vouchers`, body: JSON.stringify({ voucher: v }) };
           },
           // One request at a time per connection: the answer is to the request set up last on it.
@@ -209,6 +230,7 @@ async function main() {
     const r = await autocannon({ url: t.d.info.url, pipelining: 1, duration: seconds, ...opts });
     const bad = r.non2xx + r.errors + r.timeouts;
     if (bad) throw new Error(`${t.name} ${kind}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
+    if (kind === 'vouchers') t.rate = r.requests.total / seconds;
     return { rps: r.requests.total / seconds, p50: r.latency.p50, p99: r.latency.p99 };
   };
   /** BENCH_PG_STATEMENTS=1: the statements run since the last reset, per unit of work, most frequent first. */
@@ -273,9 +295,9 @@ async function main() {
   const del = { SQLite: [], one: [], two: [], ratio: [], twoRatio: [] };
   let cost;
   for (const t of both) await deliveries(t.d, Math.min(N, 1000)); // warm-up
-  for (let k = 0; k < ROUNDS; k++) {
+  for (let k = 0; k < DELIVERY_ROUNDS; k++) {
     const a = await deliveries(sqlite.d, N);
-    const before = k === ROUNDS - 1 ? await walMark() : undefined;
+    const before = k === DELIVERY_ROUNDS - 1 ? await walMark() : undefined;
     if (before && su) await su.query('SELECT pg_stat_statements_reset()');
     const b = await deliveries(pgOne.d, N);
     if (before) {
@@ -351,12 +373,13 @@ async function main() {
   const vr = median(res.vouchers.ratio);
   const dr = median(del.ratio);
   const tr = median(del.twoRatio);
-  console.log(`bench/postgres  PostgreSQL 15 (fsync on) and SQLite on this machine, ${ROUNDS} rounds (medians), ${seconds.toFixed(0)} s`);
+  console.log(`bench/postgres  PostgreSQL 15 (fsync on) and SQLite on this machine, medians of ${ROUNDS} rounds (HTTP) and ${DELIVERY_ROUNDS} (deliveries), ${seconds.toFixed(0)} s`);
   console.log(`  ${''.padEnd(44)}${'SQLite'.padStart(10)}${'PostgreSQL'.padStart(12)}   ratio`);
   console.log(row(`GET headroom, ${HEADROOM_CONNECTIONS} keep-alive clients, ${SECONDS} s`, res.headroom, hr));
   console.log(row(`POST vouchers, ${VOUCHER_CONNECTIONS} clients (own stream each)`, res.vouchers, vr));
   console.log(row(`deliveries, ${fmt(N)} events, tx of ${BATCH}`, { SQLite: del.SQLite.map((rps) => ({ rps })), PostgreSQL: del.one.map((rps) => ({ rps })) }, dr));
   console.log(`    p50/p99 ms: headroom SQLite ${median(res.headroom.SQLite.map((x) => x.p50))}/${median(res.headroom.SQLite.map((x) => x.p99))}, PostgreSQL ${median(res.headroom.PostgreSQL.map((x) => x.p50))}/${median(res.headroom.PostgreSQL.map((x) => x.p99))}; vouchers SQLite ${median(res.vouchers.SQLite.map((x) => x.p50))}/${median(res.vouchers.SQLite.map((x) => x.p99))}, PostgreSQL ${median(res.vouchers.PostgreSQL.map((x) => x.p50))}/${median(res.vouchers.PostgreSQL.map((x) => x.p99))}`);
+  if (sqlite.live + pgOne.live) console.log(`    (the load generator signed ${sqlite.live} SQLite and ${pgOne.live} PostgreSQL vouchers during runs: its pool ran short)`);
   console.log(`    per round: headroom ${res.headroom.ratio.map((x) => x.toFixed(2)).join(', ')}; vouchers ${res.vouchers.ratio.map((x) => x.toFixed(2)).join(', ')}; deliveries ${del.ratio.map((x) => x.toFixed(2)).join(', ')}`);
   console.log(`  two daemons / one on one database: deliveries ${fmt(median(del.two))}/s vs ${fmt(median(del.one))}/s   ratio ${tr.toFixed(2)} (informational: 2 cores shared with the database; per round ${del.twoRatio.map((x) => x.toFixed(2)).join(', ')})`);
   console.log(`  failover: ${fmt(nf)} events, kill -9 of the second daemon (${vs.inFlight} in flight, ${fmt(vs.stats.delivered)} delivered by it; ${fmt(beforeKill.unique)} at the receiver), lease ${LEASE_MS / 1000} s`);
