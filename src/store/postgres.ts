@@ -207,6 +207,8 @@ export function compileSql(sql: string): Compiled {
   return c;
 }
 
+const ordinal = (n: number) => `${n}${n % 10 === 1 && n % 100 !== 11 ? 'st' : n % 10 === 2 && n % 100 !== 12 ? 'nd' : n % 10 === 3 && n % 100 !== 13 ? 'rd' : 'th'}`;
+
 const toParam = (v: unknown): unknown => (typeof v === 'bigint' ? v.toString() : v === undefined ? null : v);
 
 function bind(c: Compiled, params: Params | undefined): unknown[] {
@@ -369,6 +371,13 @@ class PgStore implements PostgresStore {
       try {
         return await runner.query({ name: c.name, text: c.text, values });
       } catch (err) {
+        const e = err as { code?: string; message: string };
+        const n = e.code === '42P18' ? /\$(\d+)/.exec(e.message)?.[1] : undefined;
+        if (n) {
+          // Say which placeholder of the portable SQL it is, and the portable fix.
+          const name = c.names ? `@${c.names[Number(n) - 1]}` : `the ${ordinal(Number(n))} ?`;
+          e.message += ` (${name}): PostgreSQL cannot infer its type there (e.g. "${name} IS NULL"); write CAST(${name} AS TEXT) (or BIGINT) in that place`;
+        }
         throw this.wrap(err);
       }
     };

@@ -19,6 +19,8 @@ export interface PostgresServer {
   baseUrl: string;
   port: number;
   password: string;
+  /** The server's log file (errors with their statements), for debugging a failure. */
+  logFile: string;
   /** CREATE DATABASE `name` (owned by node_svc) unless it exists; resolves with its URL. */
   createDatabase(name: string): Promise<string>;
   /** Stop (fast) and start again on the same directory and port, for fault tests. */
@@ -195,6 +197,7 @@ export async function startPostgres(opts: { tls?: { cert: string; key: string } 
       baseUrl,
       port,
       password,
+      logFile: join(dir, 'log'),
       createDatabase: (name) => ensureDatabase(baseUrl, name),
       async restart() {
         pgCtl('stop', '-m', 'fast', '-w');

@@ -88,6 +88,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await s.q.all('SELECT id FROM t ORDER BY id', [], true)).toEqual([{ id: 1n }, { id: 2n }]);
       expect(await s.q.run('DELETE FROM t WHERE id = ?', [99])).toBe(0);
       await expect(s.q.run('UPDATE t SET name = @name WHERE id = @id', { id: 1 })).rejects.toThrow(/missing named parameter "name"/);
+      // A placeholder whose type PostgreSQL cannot infer: the error names it as the portable SQL wrote it, and the fix.
+      await expect(s.q.get('SELECT CASE WHEN @maybe IS NULL THEN 0 ELSE 1 END AS x FROM t WHERE id = @id', { maybe: null, id: 1 }))
+        .rejects.toThrow(/parameter \$1 \(@maybe\).*CAST\(@maybe AS TEXT\)/);
+      await expect(s.q.get('SELECT id FROM t WHERE id = ? AND ? IS NULL', [1, null])).rejects.toThrow(/\(the 2nd \?\)/);
+      expect(await s.q.value('SELECT CASE WHEN CAST(@maybe AS TEXT) IS NULL THEN 0 ELSE 1 END AS x FROM t WHERE id = @id', { maybe: null, id: 1 })).toBe(0);
     });
   });
 
