@@ -353,6 +353,10 @@ class PgStore implements PostgresStore {
       // so it never carries row values. code, constraint, table and column stay to tell what failed.
       if (e.detail !== undefined) e.detail = undefined;
       if (e.where !== undefined) e.where = undefined;
+      // pg names every server error "error"; logs that show only an error's name (no message: it may quote input)
+      // then say nothing. The SQLSTATE says what failed without quoting anything.
+      const code = (e as { code?: unknown }).code;
+      if (e.name === 'error' && typeof code === 'string') e.name = `PostgresError ${code}`;
     }
     return err;
   }

@@ -413,6 +413,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         row,
       )).catch((e: unknown) => e as Error & { code?: string; constraint?: string });
       expect(err.code).toBe('23514'); // check_violation: the schema version is refused
+      expect(err.name).toBe('PostgresError 23514'); // what a log that shows only the name still tells
       expect(err.constraint).toMatch(/schema_version/);
       expect([err.message, JSON.stringify(err), String(err.stack)].join('\n')).not.toContain('whsec_DoNotLogMe');
     });
