@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { Agent, request } from 'undici';
 import { envelopeBody } from '../dist/domain/events.js';
 import { newId } from '../dist/domain/ids.js';
-import { openStore } from '../dist/store/db.js';
+import { openSqliteStore as openStore } from '../dist/store/db.js';
 import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 20_000);

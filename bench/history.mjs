@@ -105,7 +105,7 @@ async function measure(n) {
 /** Retention: 45 simulated days at EVENTS_PER_DAY with one subscription, pruned each day (default 30 days). */
 async function retention() {
   process.env.NODE_SVC_LOG_LEVEL ??= 'warn'; // the pruner logs each pass
-  const { openStore } = await import('../dist/store/db.js');
+  const { openSqliteStore: openStore } = await import('../dist/store/db.js');
   const { Pruner } = await import('../dist/ops/retention.js');
   const { addNode } = await import('../dist/service/admin.js');
   const EVENTS_PER_DAY = Number(process.env.BENCH_EVENTS_PER_DAY ?? 5_000);
@@ -113,7 +113,7 @@ async function retention() {
   const dir = mkdtempSync(join(tmpdir(), 'node-svc-bench-retention-'));
   try {
     const store = openStore(dir);
-    addNode(store, NODE);
+    await addNode(store, NODE);
     const db = store.db;
     db.prepare(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at)
       VALUES (?, ?, 'http://127.0.0.1:9/hook', '*', '1.1.0', 'active', 'whsec_bench', 0, 0)`).run(SUB, NODE);
@@ -144,7 +144,7 @@ async function retention() {
       const kept = db.prepare('SELECT COUNT(*) AS n FROM events').get().n;
       sizes.push({ day, fileBytes: pages * pageSize, usedBytes: (pages - free) * pageSize, kept });
     }
-    store.close();
+    await store.close();
     return { EVENTS_PER_DAY, sizes, batches: pruner.batches };
   } finally {
     rmSync(dir, { recursive: true, force: true });

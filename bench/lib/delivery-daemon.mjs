@@ -11,11 +11,11 @@ const { recordEvent } = await import(new URL('store/events.js', dist).href);
 const now = () => performance.timeOrigin + performance.now();
 const dataDir = process.argv[2];
 const d = await startDaemon({ dataDir, host: '127.0.0.1', port: 0, rateLimit: 0 });
-const db = d.deps.store.db;
+const store = d.deps.store;
 let k = 0;
-const record = (node) => {
+const record = (tx, node) => {
   const b = `b${++k}`;
-  return recordEvent(db, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' });
+  return recordEvent(tx, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' });
 };
 const tick = () => new Promise((r) => setImmediate(r));
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -26,9 +26,9 @@ setInterval(() => { const m = process.memoryUsage(); for (const k of Object.keys
 
 async function burst({ node, n, batch }) {
   const t0 = now();
-  const one = db.transaction((m) => { for (let j = 0; j < m; j++) record(node); });
+  const one = (m) => store.write(async (tx) => { for (let j = 0; j < m; j++) await record(tx, node); });
   for (let i = 0; i < n && !stopping; i += batch) {
-    one.immediate(Math.min(batch, n - i));
+    await one(Math.min(batch, n - i));
     await tick();
   }
   return { t0, t1: now() };
@@ -37,7 +37,7 @@ async function burst({ node, n, batch }) {
 async function paced({ node, rate, seconds }) {
   const n = Math.round(rate * seconds);
   const gap = 1000 / rate;
-  const one = db.transaction(() => record(node));
+  const one = () => store.write((tx) => record(tx, node));
   const out = [];
   let late = 0;
   const start = now() + 5;
@@ -47,7 +47,7 @@ async function paced({ node, rate, seconds }) {
     if (wait > 0) await sleep(wait);
     const t = now();
     if (t - due > gap) late++;
-    const e = one.immediate();
+    const e = await one();
     out.push([e.id, t]);
   }
   return { records: out, late, t0: start, t1: now() };

@@ -7,7 +7,9 @@ import { join } from 'node:path';
 import { exportJWK, generateKeyPair, generateSecret } from 'jose';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { nodeForToken } from '../../src/service/admin.js';
-import { openStore } from '../../src/store/db.js';
+import { openStore } from '../../src/store/open.js';
+import { PG_BIN, storeUrlFor } from '../helpers/postgres.js';
+import { execFileSync } from 'node:child_process';
 import { cliFor, json, runCli, tempDataDir, type CliResult, type TempDataDir } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, nowSeconds, publicJwks, writeJwks, type KeyPair } from '../helpers/issuer.js';
 
@@ -23,7 +25,10 @@ function errorOf(r: CliResult): { code: string; message: string; hint?: string }
 }
 
 /** Every byte of every file in the data dir (database, WAL, shm), to look for secrets in clear. */
+/** Everything the store holds: the data dir's files, or (PostgreSQL) a pg_dump of the database with its data. */
 async function dataBytes(dataDir: string): Promise<Buffer> {
+  const url = await storeUrlFor(dataDir);
+  if (url) return execFileSync(join(PG_BIN, 'pg_dump'), ['--data-only', url], { maxBuffer: 64 * 1024 * 1024 });
   const files = await readdir(dataDir);
   return Buffer.concat(await Promise.all(files.map((f) => readFile(join(dataDir, f)))));
 }
@@ -121,12 +126,12 @@ describe('tokens', () => {
     expect((await cli('nodes', 'add', 'node-a')).code).toBe(0);
     expect((await cli('nodes', 'add', 'node-b')).code).toBe(0);
   });
-  const live = (token: string, now = Date.now()) => {
-    const s = openStore(t.dataDir, { readonly: true });
+  const live = async (token: string, now = Date.now()) => {
+    const s = await openStore({ dataDir: t.dataDir, store: await storeUrlFor(t.dataDir), readonly: true });
     try {
-      return nodeForToken(s, token, now);
+      return await nodeForToken(s, token, now);
     } finally {
-      s.close();
+      await s.close();
     }
   };
 
@@ -136,7 +141,7 @@ describe('tokens', () => {
     const out = json(r.stdout);
     expect(out).toEqual({ node: 'node-a', tokenId: expect.stringMatching(/^tok_[0-9A-Z]{26}$/), token: expect.stringMatching(TOKEN_RE), createdAt: expect.any(String) });
     seen.push(out.token);
-    expect(live(out.token)).toBe('node-a');
+    expect(await live(out.token)).toBe('node-a');
     expect(json((await cli('nodes', 'list')).stdout).data).toEqual([
       expect.objectContaining({ id: 'node-a', hasToken: true }),
       expect.objectContaining({ id: 'node-b', hasToken: false }),
@@ -165,9 +170,9 @@ describe('tokens', () => {
     const until = Date.parse(out.previousValidUntil);
     expect(until).toBeGreaterThanOrEqual(before + 600_000);
     expect(until).toBeLessThanOrEqual(Date.now() + 600_000);
-    expect(live(out.token)).toBe('node-a');
-    expect(live(seen[0]!)).toBe('node-a');
-    expect(live(seen[0]!, until + 1)).toBeUndefined();
+    expect(await live(out.token)).toBe('node-a');
+    expect(await live(seen[0]!)).toBe('node-a');
+    expect(await live(seen[0]!, until + 1)).toBeUndefined();
     seen.push(out.token);
   });
 
@@ -176,8 +181,8 @@ describe('tokens', () => {
     expect(r.code).toBe(0);
     const out = json(r.stdout);
     expect(out.token).toMatch(TOKEN_RE);
-    expect(live(out.token)).toBe('node-a');
-    expect(live(seen[1]!)).toBeUndefined();
+    expect(await live(out.token)).toBe('node-a');
+    expect(await live(seen[1]!)).toBeUndefined();
     seen.push(out.token);
   });
 
@@ -185,7 +190,7 @@ describe('tokens', () => {
     const r = await cli('tokens', 'rotate', 'node-a', '--grace', 'soon');
     expect(r.code).toBe(2);
     expect(errorOf(r)).toMatchObject({ code: 'usage', message: expect.stringMatching(/not a duration/) });
-    expect(live(seen[2]!)).toBe('node-a');
+    expect(await live(seen[2]!)).toBe('node-a');
   });
 
   it('revoke → every token of the node stops working; other nodes untouched', async () => {
@@ -194,8 +199,8 @@ describe('tokens', () => {
     const r = await cli('tokens', 'revoke', 'node-a');
     expect(r.code).toBe(0);
     expect(json(r.stdout)).toEqual({ node: 'node-a', revoked: 2 }); // the active one and the one in grace
-    for (const tok of seen.slice(0, 3)) expect(live(tok)).toBeUndefined();
-    expect(live(b)).toBe('node-b');
+    for (const tok of seen.slice(0, 3)) expect(await live(tok)).toBeUndefined();
+    expect(await live(b)).toBe('node-b');
     expect((await cli('tokens', 'revoke', 'ghost')).code).toBe(3);
     // After revoking, a fresh token can be issued.
     const again = await cli('tokens', 'issue', 'node-a');
@@ -217,7 +222,7 @@ describe('tokens', () => {
 
   it('removing a node removes its tokens', async () => {
     expect((await cli('nodes', 'rm', 'node-b')).code).toBe(0);
-    expect(live(seen[3]!)).toBeUndefined();
+    expect(await live(seen[3]!)).toBeUndefined();
   });
 });
 
