@@ -344,6 +344,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const err = await openPostgresStore(url, { dataDir: root, readonly: true }).catch((e: unknown) => e);
       expect((err as NodeSvcError).code).toBe('store');
       expect((err as NodeSvcError).message).toMatch(/no node-svc tables/);
+      expect((err as NodeSvcError).hint).toMatch(/nodes add/); // as SQLite's hint for a data dir without a database
       expect(await (await openAt(url)).q.value('SELECT COUNT(*) FROM nodes')).toBe(0); // nothing was created by the refused open
       const ro = await openAt(url, { readonly: true });
       expect(await ro.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
