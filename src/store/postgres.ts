@@ -62,13 +62,20 @@ export function parsePostgresUrl(url: string): Target {
   for (const k of q.keys())
     if (!KNOWN_PARAMS.has(k))
       throw new NodeSvcError('config', `the store URL has an unknown parameter "${k}"`, { hint: `known: ${[...KNOWN_PARAMS].join(', ')}` });
-  const password = decodeURIComponent(u.password);
-  const user = q.get('user') ?? decodeURIComponent(u.username);
+  const decode = (part: string, what: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new NodeSvcError('config', `the store URL's ${what} is not valid percent-encoding`, { hint: 'encode reserved characters, e.g. @ as %40 and % as %25' });
+    }
+  };
+  const password = decode(u.password, 'password');
+  const user = q.get('user') ?? decode(u.username, 'user name');
   const host = q.get('host') ?? (u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost');
   const portText = q.get('port') ?? (u.port || '5432');
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new NodeSvcError('config', `the store URL's port is not a port number (${portText})`);
-  const database = q.get('dbname') ?? (decodeURIComponent(u.pathname.replace(/^\//, '')) || user);
+  const database = q.get('dbname') ?? (decode(u.pathname.replace(/^\//, ''), 'database name') || user);
   const hostText = isIP(host) === 6 ? `[${host}]` : host;
   const where = `${hostText}:${port}/${database}`;
   const config: pg.ClientConfig = {

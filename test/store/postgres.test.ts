@@ -582,6 +582,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       refuse('postgres://u:hunter2@db.example.com/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem', /cannot read .*sslrootcert/);
       refuse('mysql://u:hunter2@db.example.com/d', /must start with postgres:\/\//);
       refuse('postgres://u:hunter2@[bad', /not a valid postgres:\/\/ URL/);
+      refuse('postgres://u:hunter2%zz@127.0.0.1/d', /password is not valid percent-encoding/);
     });
   });
 });
