@@ -36,6 +36,6 @@ export function onError(err: Error, c: Context) {
     const status = err.status;
     return problem(c, status, CODE_BY_STATUS[status] ?? 'invalid_request', status === 400 && /JSON/i.test(err.message) ? 'request body is not valid JSON' : err.message || TITLES[status] || 'error');
   }
-  log.error('unhandled error', { path: c.req.path, error: err?.name ?? 'Error' });
+  log.error('unhandled error', { path: c.req.path, error: err?.name ?? 'Error', ...(process.env.DEBUG_NODE_SVC_ERRORS ? { message: String(err?.message), stack: String(err?.stack) } : {}) });
   return problem(c, 500, 'internal', 'internal error');
 }

@@ -132,7 +132,8 @@ export const streams = {
     q.run(`INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
       rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at, funding_source, funding_status)
       VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
-      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, CASE WHEN @funding_source IS NULL THEN 'none' ELSE 'pending' END)`, s as unknown as Record<string, unknown>),
+      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, @funding_status)`,
+      { ...s, funding_status: s.funding_source === null ? 'none' : 'pending' } as unknown as Record<string, unknown>),
   /** A newer credential renews the stream: its cap never drops below what is already billed. */
   renew: (q: Sql, s: NewStream) =>
     q.run(`UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,

@@ -66,6 +66,7 @@ describe('card rail end to end (real daemon, local processor)', { timeout: 30_00
     const stream = `card-e2e-${Math.random().toString(36).slice(2, 8)}`;
     const c = clientOf(daemon.url, tokenA);
     const r = await c.post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi, claims) });
+    if (r.status !== 200) console.log('DAEMON', daemon.stderr.slice(-3000));
     expect(r.status, r.text).toBe(200);
     expect(r.body).toMatchObject({ mode: 'card', stream });
     return {
