@@ -41,6 +41,34 @@ const alive = (d: RunningDaemon) => d.child.exitCode === null && d.child.signalC
 
 const summary = (figures: Record<string, unknown>) => console.log(`[multi-daemon] ${Object.entries(figures).map(([k, v]) => `${k}=${v}`).join(' ')}`);
 
+interface ProxiedRequest { daemon: number; method: string; path: string; idempotencyKey?: string; at: number; status?: number }
+
+/**
+ * A loopback HTTP proxy in front of the local processor for daemon `daemon`: forwards every request as is and logs
+ * it with the daemon's number, so the test knows which process sent each capture.
+ */
+async function taggingProxy(target: string, daemon: number, log: ProxiedRequest[]): Promise<{ url: string; close(): Promise<void> }> {
+  const to = new URL(target);
+  const server: Server = createServer((req, res) => {
+    const entry: ProxiedRequest = { daemon, method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, at: Date.now() };
+    const key = req.headers['idempotency-key'];
+    if (typeof key === 'string') entry.idempotencyKey = key;
+    log.push(entry);
+    const out = httpRequest({ host: to.hostname, port: to.port, method: req.method, path: req.url, headers: { ...req.headers, host: to.host } }, (up) => {
+      entry.status = up.statusCode;
+      res.writeHead(up.statusCode ?? 502, up.headers);
+      up.pipe(res);
+    });
+    out.on('error', () => res.destroy());
+    req.pipe(out);
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  return {
+    url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
+  };
+}
+
 describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 faults)', () => {
   let server: PostgresServer;
   let issuer: KeyPair;
@@ -267,6 +295,105 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
       test: 'burst', events: N, deliveries, duplicates, duplicateBound: WORKER_CONCURRENCY, orphanedLeases: orphans.length,
       burstMs: burstEnd - t0, eventsPerS: Math.round(N / ((burstEnd - t0) / 1000)), killAtMs: killAt - t0,
       firstOrphanResendAfterKillMs: Number.isFinite(minGapMs) ? minGapMs : 'none', drainAfterBurstMs: drained - burstEnd, leaseMs: DELIVERY_LEASE_MS,
+    });
+  });
+
+  it('settlement failover on the card rail: one settler at a time; kill -9 it mid-run, the other takes over within lease + a tick; nothing captured twice', async () => {
+    const p = later(await startLocalProcessor(), (x) => x.close());
+    const acct = p.createAccount().id;
+    const payer = await payerKeyPair();
+    const log: ProxiedRequest[] = [];
+    const proxies = [later(await taggingProxy(p.url, 0, log), (x) => x.close()), later(await taggingProxy(p.url, 1, log), (x) => x.close())];
+    const keyRoot = later(await tempDataDir('node-svc-md-card-'), (t) => t.cleanup());
+    const keyFile = await writeSecretFile(keyRoot.root, 'card.key', p.testKey);
+    const c = await cluster('card', 2, { rateLimit: 0, env: { NODE_SVC_SETTLER_LEASE_MS: String(SETTLER_LEASE_MS) } },
+      (i) => ({ args: cardFlags({ url: proxies[i]!.url } as LocalProcessor, { key: keyFile }, acct) }));
+    const daemons = c.daemons as [RunningDaemon, RunningDaemon];
+    const LEASE_LINE = 'holds the settlement lease';
+    const leaseLines = (d: RunningDaemon) => d.stderr.split('\n').filter((l) => l.includes(LEASE_LINE)).length;
+
+    // Streams, each on its own authorization of 20 USD, registered alternately through the two daemons.
+    const STREAMS = 4;
+    const streams = [] as Array<{ stream: string; pi: string; charge: string; billed: bigint }>;
+    for (let k = 0; k < STREAMS; k++) {
+      const pi = p.createPaymentIntent({ amount: 2000, destination: acct }) as { id: string; latest_charge: string };
+      const stream = uid('card-md');
+      const r = await clientOf(daemons[k % 2].url, c.token).post('/v1/allowances/verify', { credential: cardCredential(issuer, payer, stream, pi.id, { cap: '20000000' }) });
+      expect(r.status, r.text).toBe(200);
+      expect(r.body).toMatchObject({ mode: 'card', stream });
+      streams.push({ stream, pi: pi.id, charge: pi.latest_charge, billed: 0n });
+    }
+    // Exactly one daemon takes the lease.
+    const leader = await waitFor(() => daemons.findIndex((d) => leaseLines(d) > 0) + 1, 'a daemon holds the settlement lease', 15_000) - 1;
+    const standby = 1 - leader;
+
+    /** One round: every stream's cumulative billed truth rises by 1.234567 USD, through alternating daemons. */
+    let round = 0;
+    const bill = async (through: number[]) => {
+      round++;
+      for (const [k, s] of streams.entries()) {
+        s.billed += 1_234_567n;
+        const d = daemons[through[(round + k) % through.length]!]!;
+        const v = await clientOf(d.url, c.token).post(`/v1/streams/${s.stream}/vouchers`, { voucher: voucher(payer, s.stream, s.billed) });
+        expect(v.status, v.text).toBe(200);
+        expect(v.body.accepted).toBe(true);
+      }
+    };
+    const captures = () => log.filter((q) => q.method === 'POST' && /^\/v1\/payment_intents\/[^/]+\/capture$/.test(q.path));
+
+    for (let i = 0; i < 4; i++) {
+      await bill([0, 1]);
+      await sleep(600);
+    }
+    await waitFor(() => captures().length >= STREAMS, 'captures by the leader', 20_000);
+    // While both live, the processor sees captures (and every other write) from the leader only.
+    expect(new Set(log.filter((q) => q.method === 'POST').map((q) => q.daemon))).toEqual(new Set([leader]));
+    expect(leaseLines(daemons[standby])).toBe(0);
+
+    // kill -9 the settler mid-run: a capture may be in flight; vouchers keep coming through the other daemon.
+    await bill([0, 1]);
+    const killAt = Date.now();
+    daemons[leader].child.kill('SIGKILL');
+    const killedPosts = log.filter((q) => q.method === 'POST' && q.daemon === leader).length;
+    const billing = (async () => {
+      for (let i = 0; i < 5; i++) {
+        await bill([standby]);
+        await sleep(400);
+      }
+    })();
+    const tookOverAt = await waitFor(() => leaseLines(daemons[standby]) > 0 && Date.now(), 'the survivor takes the settlement lease', 15_000, 20);
+    await billing;
+
+    // The survivor captures what is billed (floored to cents) on every stream; the processor agrees exactly.
+    const floorCents = (micro: bigint) => micro / 10_000n;
+    await waitFor(() => streams.every((s) => BigInt((p.paymentIntent(s.pi) as { amount_received: number }).amount_received) === floorCents(s.billed)),
+      'every stream captured up to its billed truth', 30_000);
+    await sleep(2 * SETTLER_TICK_MS); // a second capture would show here
+    let captureCount = 0;
+    for (const s of streams) {
+      const pi = p.paymentIntent(s.pi) as { amount_received: number };
+      const bts = p.balanceTransactions(s.charge) as Array<{ amount: number; type: string }>;
+      const sum = bts.reduce((t, b) => t + BigInt(b.amount), 0n);
+      expect(BigInt(pi.amount_received), `${s.stream}: captured == billed floored`).toBe(floorCents(s.billed));
+      expect(sum, `${s.stream}: sum of captures == captured`).toBe(BigInt(pi.amount_received));
+      // One capture per idempotency key: every key the daemons used made exactly one balance transaction.
+      const keys = new Set(captures().filter((q) => q.path.includes(s.pi)).map((q) => q.idempotencyKey));
+      expect(keys.has(undefined), 'every capture carries an idempotency key').toBe(false);
+      expect(bts.length, `${s.stream}: balance transactions == distinct capture keys`).toBe(keys.size);
+      captureCount += bts.length;
+      const fin = await clientOf(daemons[standby].url, c.token).get(`/v1/streams/${s.stream}/finality`);
+      expect(fin.status, fin.text).toBe(200);
+      expect(fin.body.checkpointedMicro).toBe((floorCents(s.billed) * 10_000n).toString());
+    }
+    // After the kill, only the survivor wrote to the processor.
+    expect(log.filter((q) => q.method === 'POST' && q.daemon === leader).length).toBe(killedPosts);
+    const takeoverMs = tookOverAt - killAt;
+    expect(takeoverMs, 'takeover within lease + a tick (+1 s for a loaded machine)').toBeLessThanOrEqual(SETTLER_LEASE_MS + SETTLER_TICK_MS + 1000);
+    expect(alive(daemons[standby])).toBe(true);
+    summary({
+      test: 'settlement-failover', streams: STREAMS, vouchers: round * STREAMS, captures: captureCount, captureRequests: captures().length,
+      leader: `daemon${leader}`, takeoverMs, leaseMs: SETTLER_LEASE_MS, tickMs: SETTLER_TICK_MS,
+      capturedCents: streams.map((s) => floorCents(s.billed).toString()).join('/'),
     });
   });
 });
