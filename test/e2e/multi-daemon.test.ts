@@ -102,7 +102,7 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
 
   /** A database of its own, node-a with a token and the issuer's key (through the CLI), and `n` daemons on it. */
   async function cluster(name: string, n: number, opts: DaemonOptions = {}, perDaemon: (i: number) => DaemonOptions = () => ({})): Promise<Cluster> {
-    const url = await server.createDatabase(name);
+    const url = await server.createDatabase(`md_${name}`); // prefixed: `order` is a reserved word
     const dirs: TempDataDir[] = [];
     for (let i = 0; i < n; i++) dirs.push(later(await tempDataDir(`node-svc-md-${name}-`), (t) => t.cleanup()));
     const cli = cliFor(dirs[0]!.dataDir, { env: { NODE_SVC_STORE: url } });
@@ -278,7 +278,9 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     expect(duplicates).toBeLessThanOrEqual(WORKER_CONCURRENCY);
     expect(orphans.length, 'the dead daemon held leases when it died').toBeGreaterThan(0);
     let minGapMs = Infinity;
+    let maxOrphanMs = 0;
     for (const o of orphans) {
+      maxOrphanMs = Math.max(maxOrphanMs, ...receiver.forEvent(o.event).map((q) => q.at - killAt));
       const after = receiver.forEvent(o.event).filter((q) => q.at > killAt + 500);
       expect(after.length, `orphan ${o.event} delivered by the survivor`).toBeGreaterThanOrEqual(1);
       for (const q of after) {
@@ -294,7 +296,8 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     summary({
       test: 'burst', events: N, deliveries, duplicates, duplicateBound: WORKER_CONCURRENCY, orphanedLeases: orphans.length,
       burstMs: burstEnd - t0, eventsPerS: Math.round(N / ((burstEnd - t0) / 1000)), killAtMs: killAt - t0,
-      firstOrphanResendAfterKillMs: Number.isFinite(minGapMs) ? minGapMs : 'none', drainAfterBurstMs: drained - burstEnd, leaseMs: DELIVERY_LEASE_MS,
+      firstOrphanResendAfterKillMs: Number.isFinite(minGapMs) ? minGapMs : 'none', lastOrphanDeliveredAfterKillMs: maxOrphanMs,
+      allDeliveredAfterKillMs: drained - killAt, drainAfterBurstMs: Math.max(0, drained - burstEnd), leaseMs: DELIVERY_LEASE_MS,
     });
   });
 
@@ -395,5 +398,206 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
       leader: `daemon${leader}`, takeoverMs, leaseMs: SETTLER_LEASE_MS, tickMs: SETTLER_TICK_MS,
       capturedCents: streams.map((s) => floorCents(s.billed).toString()).join('/'),
     });
+  });
+
+  it('the database restarts mid-burst: 503 unavailable problems meanwhile (never a wrong 200, never a crash), the daemons reconnect by themselves, nothing lost', async () => {
+    const N = 1500;
+    const DOWN_MS = 3000;
+    const c = await cluster('restart', 2, { env: { NODE_SVC_DELIVERY_TIMEOUT: String(DELIVERY_TIMEOUT_S), NODE_SVC_RETRY_SCHEDULE: '1,1,1,1,1,1,1,1,1,1' } });
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const receiver = later(await startReceiver(ack(204)), (x) => x.close());
+    const sub = await subscribe(b.url, c.token, `${receiver.url}/hook`);
+
+    // The first 20 events, and their page: what GET /v1/events must answer (or refuse), never anything else.
+    const firstIds = await produce({ daemons: [a, b], token: c.token, messages: Array.from({ length: 20 }, () => controlFact()), parallel: 1 });
+    const baseline = await clientOf(a.url, c.token).get('/v1/events?limit=20');
+    expect(baseline.body.data.map((e: { id: string }) => e.id)).toEqual(firstIds);
+
+    type Answer = { at: number; daemon: number; what: string; status: number | 'error'; type: string | null; code?: string; wrong?: string };
+    const answers: Answer[] = [];
+    let producing = true;
+    const probe = (async () => {
+      while (producing) {
+        for (const [k, d] of [a, b].entries()) {
+          for (const what of ['/v1/events?limit=20', '/v1/node'] as const) {
+            let r: HttpResult;
+            try {
+              r = await http(d.url, what, { token: c.token });
+            } catch {
+              answers.push({ at: Date.now(), daemon: k, what, status: 'error', type: null });
+              continue;
+            }
+            const ans: Answer = { at: Date.now(), daemon: k, what, status: r.status, type: r.headers.get('content-type'), code: r.body?.code };
+            if (r.status === 200) {
+              const right = what === '/v1/node' ? r.body.node === 'node-a' : JSON.stringify(r.body.data) === JSON.stringify(baseline.body.data);
+              if (!right) ans.wrong = r.text.slice(0, 300);
+            }
+            answers.push(ans);
+          }
+        }
+        await sleep(100);
+      }
+    })();
+
+    let down: Promise<{ downAt: number; upAt: number }> | undefined;
+    const ids = await produce({
+      daemons: [a, b], token: c.token, messages: Array.from({ length: N }, () => controlFact()), parallel: 8,
+      onAccepted: (n) => { if (n === 300) down = outage(server.port, DOWN_MS); },
+      onAnswer: (r) => answers.push({ ...r, what: 'POST /v1/control' }),
+    });
+    const { downAt, upAt } = await down!;
+    producing = false;
+    await probe;
+
+    // Meanwhile: 503 problems with code `unavailable`, never another error, never a wrong 200, never a dead daemon.
+    const refused = answers.filter((x) => x.status !== 200);
+    const during = answers.filter((x) => x.at > downAt + 200 && x.at < upAt);
+    expect(refused.filter((x) => x.status !== 503 || !/^application\/problem\+json/.test(x.type ?? '') || x.code !== 'unavailable'), 'answers other than 200 or a 503 unavailable problem').toEqual([]);
+    expect(answers.filter((x) => x.wrong), '200 answers with wrong data').toEqual([]);
+    expect(during.filter((x) => x.status === 503).length, 'requests refused with 503 while the database was down').toBeGreaterThan(0);
+    expect(alive(a) && alive(b), 'both daemons survived the restart').toBe(true);
+    // …and they came back by themselves: the first 200 from each after the database did.
+    const back = [0, 1].map((k) => answers.find((x) => x.daemon === k && x.at > upAt && x.status === 200)?.at);
+    expect(back.every((t) => t !== undefined), 'both daemons answer 200 again').toBe(true);
+
+    // Nothing lost: every fact made one event, listed through either daemon, delivered with a valid signature.
+    const all = [...firstIds, ...ids];
+    expect(new Set(all).size).toBe(N + 20);
+    for (const d of [a, b]) expect((await allEvents(d.url, c.token)).map((e) => e.id).sort()).toEqual([...all].sort());
+    await receiver.waitFor(() => all.every((id) => receiver.eventIds().has(id)), 60_000, 'every event delivered');
+    const deliveries = expectAllSigned(receiver, sub.secret);
+    summary({
+      test: 'db-restart', events: N + 20, deliveries, duplicates: deliveries - receiver.eventIds().size, downMs: upAt - downAt,
+      answers: answers.length, refused503: refused.length, refusedWhileDown: during.filter((x) => x.status === 503).length,
+      reconnectMs: back.map((t) => t! - upAt).join('/'),
+    });
+  });
+
+  it('invalidations reach every daemon within 1 s: token revoked and key removed through the CLI, subscription deleted through daemon A', async () => {
+    const c = await cluster('invalidate', 2, { env: { NODE_SVC_DELIVERY_TIMEOUT: String(DELIVERY_TIMEOUT_S), NODE_SVC_RETRY_SCHEDULE: '1,1,1,1,1,1,1,1,1,1' } });
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const admin = (...args: string[]) => runCli(['--store', c.url, '--data-dir', c.dirs[0]!.dataDir, ...args]);
+    /** ms from now until `pred` holds through daemon `d` (polled every 50 ms, for at most 5 s). */
+    const until = async (d: RunningDaemon, pred: (d: RunningDaemon) => Promise<boolean>, from: number) => {
+      for (let i = 0; i < 100; i++) {
+        if (await pred(d)) return Date.now() - from;
+        await sleep(50);
+      }
+      return Infinity;
+    };
+
+    // 1. Token revoked by the CLI on the shared store: both daemons refuse it (401), having served it from memory.
+    for (const d of [a, b]) expect((await http(d.url, '/v1/node', { token: c.token })).status).toBe(200);
+    const revoke = await admin('tokens', 'revoke', 'node-a');
+    expect(revoke.code, revoke.stderr).toBe(0);
+    let t = Date.now();
+    const tokenMs = await Promise.all([a, b].map((d) => until(d, async (x) => (await http(x.url, '/v1/node', { token: c.token })).status === 401, t)));
+    const issued = await admin('tokens', 'issue', 'node-a');
+    expect(issued.code, issued.stderr).toBe(0);
+    const token = json<{ token: string }>(issued.stdout).token;
+
+    // 2. A key removed by the CLI: a credential signed by it is refused by both daemons.
+    const k2 = await issuerKeyPair();
+    const added = await admin('keys', 'add', '--issuer', ISSUER, await writeJwks(join(c.dirs[0]!.root, 'jwks2.json'), publicJwks(k2)));
+    expect(added.code, added.stderr).toBe(0);
+    const credential = mintCredential({ key: k2, claims: { stream: uid('s-k2') } });
+    const verify = (d: RunningDaemon) => clientOf(d.url, token).post('/v1/allowances/verify', { credential });
+    for (const d of [a, b]) await waitFor(async () => (await verify(d)).status === 200, `daemon ${d.url} trusts the new key`, 5000);
+    const rm = await admin('keys', 'rm', k2.kid);
+    expect(rm.code, rm.stderr).toBe(0);
+    t = Date.now();
+    const keyMs = await Promise.all([a, b].map((d) => until(d, async (x) => {
+      const r = await verify(x);
+      return r.status !== 200 && typeof r.body.refusal === 'string';
+    }, t)));
+    const refusal = await verify(b);
+    expect(refusal.status, refusal.text).toBe(422);
+    expect(refusal.body.refusal).toBe('unknown_key');
+
+    // 3. A subscription deleted through A: B (then the only daemon: A is killed right after) never delivers to it
+    // again, while it keeps delivering to another subscription.
+    const failing = later(await startReceiver(always(503)), (x) => x.close());
+    const other = later(await startReceiver(ack(204)), (x) => x.close());
+    const doomed = await subscribe(a.url, token, `${failing.url}/hook`);
+    const kept = await subscribe(a.url, token, `${other.url}/hook`);
+    const emit = (d: RunningDaemon) => produce({ daemons: [d], token, messages: Array.from({ length: 3 }, () => controlFact()), parallel: 1 });
+    await emit(b);
+    await failing.waitFor((q) => q.length >= 6, 15_000, 'retries to the failing subscription');
+    const del = await http(a.url, `/v1/webhooks/${doomed.id}`, { method: 'DELETE', token });
+    expect(del.status, del.text).toBeLessThan(300);
+    t = Date.now();
+    a.child.kill('SIGKILL');
+    const listedMs = await until(b, async (x) => !(await clientOf(x.url, token).get('/v1/webhooks')).body.data.some((w: { id: string }) => w.id === doomed.id), t);
+    const later1 = await emit(b);
+    await other.waitFor(() => later1.every((id) => other.eventIds().has(id)), 15_000, 'B delivers to the kept subscription');
+    await sleep(3000); // several retry intervals of the deleted subscription
+    const after = failing.requests.filter((q) => q.at > t + 1000);
+    expect(after.map((q) => q.eventId), 'deliveries to the deleted subscription after 1 s').toEqual([]);
+    expect(later1.filter((id) => failing.eventIds().has(id))).toEqual([]);
+    expect(verifyServiceSignature(kept.secret, other.requests[0]!.body, other.requests[0]!.headers['x-service-signature'])).toBe(true);
+
+    expect(tokenMs.every((ms) => ms < 1000), `token refused after ${tokenMs.join(' / ')} ms`).toBe(true);
+    expect(keyMs.every((ms) => ms < 1000), `key refused after ${keyMs.join(' / ')} ms`).toBe(true);
+    expect(listedMs, 'the deleted subscription gone from B').toBeLessThan(1000);
+    summary({ test: 'invalidation', tokenRefusedMs: tokenMs.join('/'), keyRefusedMs: keyMs.join('/'), subscriptionGoneFromBMs: listedMs, failingRequestsBeforeDelete: failing.requests.length });
+  });
+
+  it('event order: events made through both daemons list the same, seq-ordered, through either; a cursor from one works on the other; a tail never skips', async () => {
+    const c = await cluster('order', 2);
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const page = async (d: RunningDaemon, cursor?: string | null) => {
+      const r = await clientOf(d.url, c.token).get(`/v1/events?limit=7${cursor ? `&cursor=${cursor}` : ''}`);
+      expect(r.status, r.text).toBe(200);
+      // What a page is (retentionHorizon moves with the clock).
+      const { data, nextCursor, hasMore } = r.body as { data: Array<{ id: string }>; nextCursor: string | null; hasMore: boolean };
+      return { data, nextCursor, hasMore };
+    };
+
+    // Alternately, one after another: the listing order is the order they were made.
+    const made: string[] = [];
+    for (let i = 0; i < 40; i++) made.push(...(await produce({ daemons: [[a, b][i % 2]!], token: c.token, messages: [controlFact()], parallel: 1 })));
+    const pagesOf = async (d: RunningDaemon) => {
+      const pages = [];
+      let cursor: string | null = null;
+      for (let i = 0; i < 20; i++) {
+        const p: Awaited<ReturnType<typeof page>> = await page(d, cursor);
+        pages.push(p);
+        cursor = p.nextCursor;
+        if (!p.hasMore) break;
+      }
+      return pages;
+    };
+    const pa = await pagesOf(a);
+    const pb = await pagesOf(b);
+    expect(pb).toEqual(pa);
+    expect(pa.flatMap((p) => p.data.map((e) => e.id))).toEqual(made);
+    // A cursor handed out by A continues on B exactly as on A (and the other way round).
+    expect(await page(b, pa[1]!.nextCursor)).toEqual(pa[2]);
+    expect(await page(a, pb[3]!.nextCursor)).toEqual(pb[4]);
+
+    // Concurrently through both, with a reader tailing alternately through A and B from the last cursor: it sees
+    // every event exactly once and in the listing's order (seqs commit in order, so a cursor never skips one).
+    let producing = true;
+    const tailed: string[] = [];
+    let cursor = pa[pa.length - 1]!.nextCursor;
+    const tail = (async () => {
+      for (let i = 0; ; i++) {
+        const p = await page([a, b][i % 2]!, cursor);
+        tailed.push(...p.data.map((e) => e.id));
+        cursor = p.nextCursor;
+        if (!p.hasMore && !producing) return;
+        if (!p.data.length) await sleep(20);
+        if (i > 20_000) throw new Error('tail did not end');
+      }
+    })();
+    const burst = await produce({ daemons: [a, b], token: c.token, messages: Array.from({ length: 400 }, () => controlFact()), parallel: 12 });
+    producing = false;
+    await tail;
+    const listA = (await allEvents(a.url, c.token)).map((e) => e.id);
+    expect((await allEvents(b.url, c.token)).map((e) => e.id)).toEqual(listA);
+    expect(listA.slice(0, made.length)).toEqual(made);
+    expect(tailed).toEqual(listA.slice(made.length));
+    expect([...tailed].sort()).toEqual([...burst].sort());
+    summary({ test: 'order', sequential: made.length, concurrent: burst.length, pagesCompared: pa.length, tailed: tailed.length });
   });
 });
