@@ -15,7 +15,7 @@ import { clientOf, http, startDaemon, type DaemonOptions, type HttpResult, type 
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, publicJwks, signCompact, writeJwks, type KeyPair } from '../helpers/issuer.js';
 import { outage } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
-import { ack, always, startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver } from '../helpers/receiver.js';
+import { ack, always, slow, startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver } from '../helpers/receiver.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 180_000, hookTimeout: 120_000 });
@@ -218,7 +218,9 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     const env = { NODE_SVC_DELIVERY_TIMEOUT: String(DELIVERY_TIMEOUT_S), NODE_SVC_RETRY_SCHEDULE: '1,1,1,1,1' };
     const c = await cluster('burst', 2, { env });
     const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
-    const receiver = later(await startReceiver(ack(204)), (x) => x.close());
+    // Each answer takes 100 ms, so each daemon always has deliveries in flight (a few dozen) when one is killed, as a
+    // real receiver would: with instant answers the dead daemon may happen to hold no lease at all.
+    const receiver = later(await startReceiver(slow(100, 204)), (x) => x.close());
     const sub = await subscribe(a.url, c.token, `${receiver.url}/hook`);
     const db = await dbOf(c.url);
 
