@@ -471,8 +471,23 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     for (const d of [a, b]) expect((await allEvents(d.url, c.token)).map((e) => e.id).sort()).toEqual([...all].sort());
     await receiver.waitFor(() => all.every((id) => receiver.eventIds().has(id)), 60_000, 'every event delivered');
     const deliveries = expectAllSigned(receiver, sub.secret);
+
+    // The invalidation channel came back too (LISTEN reconnects with backoff): a token revoked now is refused by both
+    // within 1 s, not served from their memory.
+    for (const d of [a, b]) expect((await http(d.url, '/v1/node', { token: c.token })).status).toBe(200);
+    const revoke = await runCli(['--store', c.url, '--data-dir', c.dirs[0]!.dataDir, 'tokens', 'revoke', 'node-a']);
+    expect(revoke.code, revoke.stderr).toBe(0);
+    const t = Date.now();
+    const revokedMs = await Promise.all([a, b].map(async (d) => {
+      for (let i = 0; i < 100; i++) {
+        if ((await http(d.url, '/v1/node', { token: c.token })).status === 401) return Date.now() - t;
+        await sleep(50);
+      }
+      return Infinity;
+    }));
+    expect(revokedMs.every((ms) => ms < 1000), `token refused after ${revokedMs.join(' / ')} ms`).toBe(true);
     summary({
-      test: 'db-restart', events: N + 20, deliveries, duplicates: deliveries - receiver.eventIds().size, downMs: upAt - downAt,
+      test: 'db-restart', tokenRefusedAfterRestartMs: revokedMs.join('/'), events: N + 20, deliveries, duplicates: deliveries - receiver.eventIds().size, downMs: upAt - downAt,
       answers: answers.length, refused503: refused.length, refusedWhileDown: during.filter((x) => x.status === 503).length,
       reconnectMs: back.map((t) => t! - upAt).join('/'),
     });
