@@ -25,7 +25,7 @@ const avail = pgAvailable();
 const SKIP = !avail.ok && !process.env.CI;
 if (SKIP) console.warn(`[multi-daemon] SKIPPED: no PostgreSQL server can be started here: ${avail.reason}`);
 
-/** The worker's defaults (src/delivery/worker.ts): in flight at most, in all and per subscription. */
+/** The delivery worker's default concurrency (src/delivery/worker.ts): deliveries in flight per daemon at most. */
 const WORKER_CONCURRENCY = 256;
 const DELIVERY_TIMEOUT_S = 1;
 /** The delivery lease with --delivery-timeout 1 (worker: timeout × 2 + 10 s). */
