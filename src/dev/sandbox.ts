@@ -15,13 +15,15 @@ import type { SandboxChain } from '../rails/escrow/sandbox.js';
 import { createClient, type Client } from '../sdk/client.js';
 import { createConsumer } from '../sdk/consumer.js';
 import { addKeys, addNode, rotateToken } from '../service/admin.js';
-import { openSqliteStore as openStore } from '../store/db.js';
+import { openStore as openAnyStore } from '../store/open.js';
 import { nodes } from '../store/admin.js';
 import { loadState, newState, publicJwk, saveState, type SandboxState } from './state.js';
 import { mintCredential, mintVoucher } from './mint.js';
 
 export interface DevOptions {
   dataDir: string;
+  /** --store: the sandbox on a PostgreSQL database instead of the data dir's SQLite file. */
+  store?: string;
   mode: 'escrow' | 'card';
   port: number;
   /** Seconds between simulated vouchers (per stream). */
@@ -39,8 +41,8 @@ export interface Sandbox {
 }
 
 /** Prepare the data dir (first run) and return the state. */
-async function prepare(dataDir: string): Promise<SandboxState> {
-  const store = openStore(dataDir);
+async function prepare(dataDir: string, storeUrl: string | undefined): Promise<SandboxState> {
+  const store = await openAnyStore({ dataDir, store: storeUrl });
   try {
     let st = loadState(dataDir);
     if (!st) {
@@ -59,12 +61,12 @@ async function prepare(dataDir: string): Promise<SandboxState> {
 }
 
 export async function startSandbox(o: DevOptions): Promise<Sandbox> {
-  const st = await prepare(o.dataDir);
+  const st = await prepare(o.dataDir, o.store);
   const rails = o.mode === 'card' ? await cardRail(o.dataDir) : await escrowRail(o.dataDir, st);
 
   let token: string;
   {
-    const store = openStore(o.dataDir);
+    const store = await openAnyStore({ dataDir: o.dataDir, store: o.store });
     try {
       token = (await rotateToken(store, st.node)).token; // shown each run: the previous one stops working
     } finally {
@@ -74,7 +76,7 @@ export async function startSandbox(o: DevOptions): Promise<Sandbox> {
   const rail = await railFromFlags(rails.flags, {});
   let daemon: Daemon;
   try {
-    daemon = await startDaemon({ dataDir: o.dataDir, host: '127.0.0.1', port: o.port, rateLimit: 0, ...(rail ? { rail } : {}) });
+    daemon = await startDaemon({ dataDir: o.dataDir, store: o.store, host: '127.0.0.1', port: o.port, rateLimit: 0, ...(rail ? { rail } : {}) });
   } catch (err) {
     await rails.stop();
     if ((err as NodeJS.ErrnoException).code === 'EADDRINUSE') throw new NodeSvcError('config', `port ${o.port} is in use`, { hint: 'stop what uses it, or pass --port <n> (0 picks a free one)' });

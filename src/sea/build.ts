@@ -63,6 +63,21 @@ const noBindings: Plugin = {
 };
 
 /**
+ * pg's optional native binding (`pg.native`, libpq through pg-native) is read lazily and never used by node-svc: the
+ * binary carries the pure JavaScript client only.
+ */
+const noPgNative: Plugin = {
+  name: 'node-svc-no-pg-native',
+  setup(b) {
+    b.onResolve({ filter: /^pg-native$/ }, () => ({ path: 'pg-native', namespace: 'node-svc-pg-native' }));
+    b.onLoad({ filter: /.*/, namespace: 'node-svc-pg-native' }, () => ({
+      contents: 'throw Object.assign(new Error("pg-native is not part of the node-svc binary"), { code: "MODULE_NOT_FOUND" });',
+      loader: 'js',
+    }));
+  },
+};
+
+/**
  * ink's DEV=true mode (react devtools, reading its own package.json) cannot work from the binary: DEV=true is off.
  * react-devtools-core itself, left external, would become a static import of the one-file ESM bundle.
  */
@@ -171,7 +186,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
       // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself.
       define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
       banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-      plugins: [moduleShim, noBindings, ourModules(tuiEntries)],
+      plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries)],
     });
     checkWarnings('CLI bundle', main, log);
     checkExternals('CLI bundle', main);

@@ -141,6 +141,19 @@ export class WriteQueue {
 
 export const DB_FILE = 'node-svc.db';
 
+/** Create the data dir (0700) and run `then` in it; what stops that is named (a store error), never an internal one. */
+export function ensureDataDir(dataDir: string, then: () => void = () => undefined): void {
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+    then();
+  } catch (err) {
+    // An expected condition (a data dir we may not write, a file where a dir should be): named, not an internal error.
+    const code = (err as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'ENOTDIR' || code === 'EEXIST' ? 'a file is in the way' : code === 'EROFS' ? 'read-only file system' : (err as Error).message;
+    throw new NodeSvcError('store', `cannot use the data dir ${dataDir}: ${why}`, { hint: 'pass --data-dir (or NODE_SVC_DATA_DIR) pointing at a directory this user can write' });
+  }
+}
+
 /** Data dir: --data-dir, else NODE_SVC_DATA_DIR, else ./data (flag > environment > default, as every setting). */
 export function resolveDataDir(flag?: string): string {
   return resolve(flag || process.env.NODE_SVC_DATA_DIR || 'data');
@@ -194,15 +207,7 @@ export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = 
   const path = join(dataDir, DB_FILE);
   if (opts.readonly && !existsSync(path))
     throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
-  try {
-    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
-    if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600));
-  } catch (err) {
-    // An expected condition (a data dir we may not write, a file where a dir should be): named, not an internal error.
-    const code = (err as NodeJS.ErrnoException).code;
-    const why = code === 'EACCES' || code === 'EPERM' ? 'permission denied' : code === 'ENOTDIR' || code === 'EEXIST' ? 'a file is in the way' : code === 'EROFS' ? 'read-only file system' : (err as Error).message;
-    throw new NodeSvcError('store', `cannot use the data dir ${dataDir}: ${why}`, { hint: 'pass --data-dir (or NODE_SVC_DATA_DIR) pointing at a directory this user can write' });
-  }
+  ensureDataDir(dataDir, () => { if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600)); });
   let db: Db;
   try {
     const addon = addonPath();

@@ -1,7 +1,7 @@
 // Which store a command or the daemon uses: --store (env NODE_SVC_STORE, config `store`) names a PostgreSQL
 // database shared by several daemons; without it, SQLite in the data dir (the default, one machine).
 import { configError } from '../domain/errors.js';
-import { openSqliteStore } from './db.js';
+import { ensureDataDir, openSqliteStore } from './db.js';
 import type { Store } from './sql.js';
 
 export interface StoreOptions {
@@ -27,6 +27,8 @@ export async function openStore(o: StoreOptions): Promise<Store> {
   const bad = checkStoreUrl(url);
   if (bad) throw configError(bad, 'pass --store postgres://user@host:5432/db (password in PGPASSWORD or ~/.pgpass, or in the URL)');
   if (!url || url === 'sqlite') return openSqliteStore(o.dataDir, { readonly: o.readonly });
+  // The data dir still holds the daemon's config.json (and the dev sandbox's files): there when the store is.
+  if (!o.readonly) ensureDataDir(o.dataDir);
   const { openPostgresStore } = await import('./postgres.js');
   return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly });
 }

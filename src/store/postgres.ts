@@ -570,7 +570,7 @@ class PgStore implements PostgresStore {
       const pending = MIGRATIONS.filter((m) => m.version > current);
       if (pending.length && readonly) {
         throw current === 0
-          ? new NodeSvcError('store', `no node-svc tables in ${this.description}`, { hint: 'run any node-svc write command (or the daemon) once' })
+          ? new NodeSvcError('store', `no node-svc tables in ${this.description}`, { hint: 'run `node-svc nodes add <id>` first (any write command or the daemon creates the tables)' })
           : new NodeSvcError('store', `database schema ${current} needs migrating to ${LATEST_VERSION}`, { hint: 'run any node-svc write command (or the daemon) once' });
       }
       if (pending.length) {

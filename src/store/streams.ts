@@ -76,7 +76,7 @@ const listSql = (status: keyof typeof FILTER, sort: 'id' | 'activity') =>
   `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE.replace('?', '@windowStart')} ${JOINS} WHERE s.node_id = @node ${FILTER[status]} ` +
   (sort === 'id'
     ? 'AND s.id > @afterId ORDER BY s.id LIMIT @limit'
-    : 'AND (@afterAt IS NULL OR s.updated_at < @afterAt OR (s.updated_at = @afterAt AND s.id < @afterId)) ORDER BY s.updated_at DESC, s.id DESC LIMIT @limit');
+    : 'AND (CAST(@afterAt AS BIGINT) IS NULL OR s.updated_at < @afterAt OR (s.updated_at = @afterAt AND s.id < @afterId)) ORDER BY s.updated_at DESC, s.id DESC LIMIT @limit');
 
 export interface ListQuery {
   status: 'open' | 'closed' | 'all';

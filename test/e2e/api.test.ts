@@ -1,8 +1,8 @@
 // The node-facing /v1 API end to end: the real daemon (bin/node-svc daemon) on a free loopback port, a temp
 // data dir prepared through the real CLI, two nodes, real signatures (DESIGN §3–7, §10, seed §4–7).
+import { inspectStore, type Inspector } from '../helpers/inspect.js';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliFor, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
@@ -23,7 +23,7 @@ let tokenA: string;
 let tokenB: string;
 let A: ReturnType<typeof clientOf>;
 let B: ReturnType<typeof clientOf>;
-let db: Database.Database;
+let db: Inspector;
 
 beforeAll(async () => {
   t = await tempDataDir('node-svc-api-');
@@ -33,7 +33,7 @@ beforeAll(async () => {
   daemon = await startDaemon(t.dataDir, { rateLimit: 0 });
   A = clientOf(daemon.url, tokenA);
   B = clientOf(daemon.url, tokenB);
-  db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+  db = inspectStore(t.dataDir, { readonly: true });
 });
 
 afterAll(async () => {

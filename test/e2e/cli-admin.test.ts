@@ -28,7 +28,8 @@ function errorOf(r: CliResult): { code: string; message: string; hint?: string }
 /** Everything the store holds: the data dir's files, or (PostgreSQL) a pg_dump of the database with its data. */
 async function dataBytes(dataDir: string): Promise<Buffer> {
   const url = await storeUrlFor(dataDir);
-  if (url) return execFileSync(join(PG_BIN, 'pg_dump'), ['--data-only', url], { maxBuffer: 64 * 1024 * 1024 });
+  // pg_dump frames its output with a random \restrict key each run: not data.
+  if (url) return Buffer.from(execFileSync(join(PG_BIN, 'pg_dump'), ['--data-only', url], { maxBuffer: 64 * 1024 * 1024, encoding: 'utf8' }).replace(/^\\(un)?restrict .*$/gm, ''));
   const files = await readdir(dataDir);
   return Buffer.concat(await Promise.all(files.map((f) => readFile(join(dataDir, f)))));
 }

@@ -7,6 +7,8 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { http } from '../helpers/daemon.js';
+import { pgUrlOf } from '../helpers/inspect.js';
+import { storeUrlFor } from '../helpers/postgres.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 30_000 });
 
@@ -24,6 +26,9 @@ interface DevRun {
 function startDev(dataDir: string, extra: string[] = []): DevRun {
   const env: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
+  // The run's PostgreSQL database for this data dir, when the run has one (created by tempDataDir's first use below).
+  const store = pgUrlOf(dataDir);
+  if (store) env.NODE_SVC_STORE = store;
   const child = spawn(process.execPath, [BIN, 'dev', '--port', '0', '--pace', '0.5', '--data-dir', dataDir, ...extra], {
     cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -94,6 +99,7 @@ describe('node-svc dev (escrow sandbox)', () => {
 
   beforeAll(async () => {
     dir = await tempDataDir('node-svc-dev-');
+    await storeUrlFor(dir.dataDir); // its database exists before `dev` opens it
   });
   afterAll(async () => {
     for (const r of runs) r.kill();
@@ -112,7 +118,7 @@ describe('node-svc dev (escrow sandbox)', () => {
     expect(run.stdout).toContain(`export NODE_SVC_URL=${url} NODE_SVC_TOKEN=${token}`);
     const final = await run.waitFor(FINAL_RE, 60_000);
     expect(final[1]).toMatch(/^run1-stream-\d+$/);
-    expect(existsSync(join(dir.dataDir, 'daemon.pid'))).toBe(true);
+    expect(existsSync(join(dir.dataDir, 'daemon.pid'))).toBe(!pgUrlOf(dir.dataDir)); // SQLite: one daemon per data dir
 
     // `finality` is that of the latest settled frontier: a stream still billing moves on to a newer checkpoint,
     // while a capped one stays final. Poll (bounded) until one is final right now.
@@ -190,6 +196,7 @@ describe('node-svc dev (escrow sandbox)', () => {
 describe('node-svc dev --mode card', () => {
   it('reaches settlement.final on the local card processor, then Ctrl-C exits 0', async () => {
     const dir = await tempDataDir('node-svc-dev-card-');
+    await storeUrlFor(dir.dataDir);
     const run = startDev(dir.dataDir, ['--mode', 'card']);
     try {
       const url = (await run.waitFor(URL_RE))[1]!;

@@ -1,8 +1,8 @@
 // The escrow rail end to end (DESIGN §5–6): the real daemon (bin/node-svc daemon --mode escrow) against a real
 // local chain (ganache via startSandboxChain), a real webhook receiver, credentials with cnf.addr, EIP-712 vouchers,
 // settlement → checkpointed → final, a SIGKILL mid-settlement, and the refusals to start on a doubtful config.
+import { inspectStore, type Inspector } from '../helpers/inspect.js';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { keccak256, toHex, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -72,7 +72,7 @@ const settlementEvents = (r: Receiver, stream: string) =>
     .map((q) => ({ q, body: JSON.parse(q.body.toString('utf8')) as { id: string; type: string; data: { stream: string; amountMicro: string; asset: string; reference: string } } }))
     .filter(({ body }) => body.type.startsWith('settlement.') && body.data.stream === stream);
 
-const liveRows = (db: Database.Database, stream: string) =>
+const liveRows = (db: Inspector, stream: string) =>
   db.prepare("SELECT amount_micro AS amount, status, reference FROM settlements WHERE stream = ? AND status != 'failed' ORDER BY amount_micro").all(stream) as Array<{ amount: number; status: string; reference: string | null }>;
 
 describe('escrow rail against the real daemon', () => {
@@ -81,7 +81,7 @@ describe('escrow rail against the real daemon', () => {
   let A: Client;
   let receiver: Receiver;
   let secret: string;
-  let db: Database.Database;
+  let db: Inspector;
 
   beforeAll(async () => {
     t = await tempDataDir('node-svc-escrow-');
@@ -93,7 +93,7 @@ describe('escrow rail against the real daemon', () => {
     const sub = await A.post('/v1/webhooks', { url: `${receiver.url}/hook` });
     expect(sub.status, sub.text).toBe(201);
     secret = sub.body.secret;
-    db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+    db = inspectStore(t.dataDir, { readonly: true });
   });
 
   afterAll(async () => {
@@ -276,7 +276,7 @@ describe('a daemon killed mid-settlement', () => {
   const waitRows = async (stream: string, pred: (rows: Array<{ amount: number; status: string }>) => boolean, what: string) => {
     const end = Date.now() + 15_000;
     for (;;) {
-      const db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+      const db = inspectStore(t.dataDir, { readonly: true });
       try {
         const rows = db.prepare('SELECT amount_micro AS amount, status FROM settlements WHERE stream = ?').all(stream) as Array<{ amount: number; status: string }>;
         if (pred(rows)) return rows;
@@ -315,7 +315,7 @@ describe('a daemon killed mid-settlement', () => {
     await settleThroughCrash(3_000n, 'settlement recorded');
     await settleThroughCrash(7_000n, 'transaction sent');
 
-    const db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+    const db = inspectStore(t.dataDir, { readonly: true });
     try {
       const rows = liveRows(db, s.id);
       const amounts = rows.map((r) => r.amount);

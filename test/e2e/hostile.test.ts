@@ -1,9 +1,10 @@
 // Issue #12: hostile input against the real daemon and CLI — SSRF through IPv6 notations at subscription time,
 // terminal escapes through stored fields, secrets in logs (JWKS URL queries).
+import { inspectStore, type Inspector } from '../helpers/inspect.js';
+import { storeUrlFor } from '../helpers/postgres.js';
 import { createServer, request as httpRequest, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { list as webhooksList } from '../../src/cli/commands/webhooks.js';
 import { render, renderError } from '../../src/cli/output.js';
@@ -74,7 +75,7 @@ describe('hostile input, end to end', () => {
     });
 
     it('human output escapes whatever is in the store (a row written before the check existed)', async () => {
-      const db = new Database(join(tmp.dataDir, 'node-svc.db'));
+      const db = inspectStore(tmp.dataDir);
       const now = Date.now();
       db.prepare(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
         VALUES ('whk_HOSTILE', 'node-a', ?, '*', '1.1.0', ?, 'active', 'whsec_x', ?, ?)`)
@@ -167,7 +168,7 @@ describe('hostile input, end to end', () => {
 
     it('the CLI shows the source redacted, and a failing fetch names the URL without its secrets', async () => {
       const { list } = await import('../../src/cli/commands/keys.js');
-      const human = render(await list({ dataDir: tmp.dataDir }), false);
+      const human = render(await list({ dataDir: tmp.dataDir, store: await storeUrlFor(tmp.dataDir) }), false);
       expect(human).toMatch(/http:\/\/127\.0\.0\.1:\d+\/jwks\?\*\*\*/);
       expect(human).not.toMatch(/S3CRET|pw-/);
       const again = await cliFor(tmp.dataDir)('keys', 'add', '--issuer', 'https://third.test', `http://u:pw-S3CRET@127.0.0.1:${(jwks.address() as AddressInfo).port}/jwks?access_token=S3CRET-2`);

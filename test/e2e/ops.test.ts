@@ -11,6 +11,8 @@ import { BIN, cliFor, json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } f
 import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher, type KeyPair } from '../helpers/issuer.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { testServerUrl } from '../helpers/postgres.js';
+import { pgUrlOf } from '../helpers/inspect.js';
 
 vi.setConfig({ testTimeout: 40_000, hookTimeout: 40_000 });
 
@@ -42,6 +44,8 @@ const haltFact = (issuer: KeyPair, aud = 'node-a') =>
 function spawnDaemon(dataDir: string, extra: string[] = [], env: Record<string, string> = {}): Promise<{ url: string; stop(): Promise<number | null> }> {
   const e: NodeJS.ProcessEnv = {};
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) e[k] = v;
+  const store = pgUrlOf(dataDir); // the run's PostgreSQL database of this data dir, when there is one
+  if (store) e.NODE_SVC_STORE = store;
   Object.assign(e, env);
   const child = spawn(process.execPath, [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', ...extra], { cwd: REPO_ROOT, env: e, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
@@ -174,7 +178,20 @@ describe('one running daemon: metrics, logs, backup, replay, nodes rm', () => {
     expect(lines.map((l) => json(l).msg)).toContain('daemon started');
   });
 
-  it('backup <file> while the daemon runs: a SQLite file with the same nodes and streams; refuses to overwrite without --force', async () => {
+  it.runIf(!!testServerUrl())('backup and restore on a PostgreSQL store: refused (exit 2) with the pg_dump / pg_restore way, nothing written', async () => {
+    const cli = cliFor(dir.dataDir);
+    const file = join(dir.root, 'backup-pg.db');
+    const r = await cli('backup', file);
+    expect(r.code).toBe(2);
+    expect(json(r.stderr).error).toMatchObject({ code: 'usage', message: expect.stringMatching(/this store is PostgreSQL/), hint: expect.stringMatching(/pg_dump/) });
+    expect(existsSync(file)).toBe(false);
+    const back = await cli('restore', file);
+    expect(back.code).toBe(2);
+    expect(json(back.stderr).error.hint).toMatch(/pg_restore/);
+    expect(r.stderr + back.stderr).not.toMatch(/postgres:\/\/[^*\s]*:[^@*]+@/); // the URL's password is never shown
+  });
+
+  it.skipIf(!!testServerUrl())('backup <file> while the daemon runs: a SQLite file with the same nodes and streams; refuses to overwrite without --force', async () => {
     const cli = cliFor(dir.dataDir);
     const file = join(dir.root, 'backup.db');
     const r = await cli('backup', file);
@@ -332,7 +349,8 @@ describe('<data-dir>/config.json', () => {
 });
 
 describe('one daemon per data dir', () => {
-  it('a second daemon exits 4 naming the running pid; after a SIGKILL the stale lock is taken over', async () => {
+  // SQLite only: daemons on one PostgreSQL database are meant to run side by side (test/e2e/multi-daemon.test.ts).
+  it.skipIf(!!testServerUrl())('a second daemon exits 4 naming the running pid; after a SIGKILL the stale lock is taken over', async () => {
     const dir = await tempDataDir('node-svc-lock-');
     await mkdir(dir.dataDir, { recursive: true });
     let first: RunningDaemon | undefined;

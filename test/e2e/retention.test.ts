@@ -1,7 +1,7 @@
 // Retention against the real daemon and CLI (issue 14): --retention prunes delivered history older than it at
 // startup and on a timer, keeps what a delivery still needs and all money state, and GET /v1/events and
 // `webhooks replay --since` say when they are asked for a time before the horizon.
-import Database from 'better-sqlite3';
+import { inspectStore, type Inspector } from '../helpers/inspect.js';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
@@ -24,7 +24,7 @@ describe('retention', () => {
     token = (await setupNodes(tmp.dataDir, issuer)).tokenA;
     // History written before the daemon starts: three events three hours old (one delivered, one whose delivery
     // is dead, one nobody subscribed to) and one recent delivered event.
-    const db = new Database(join(tmp.dataDir, 'node-svc.db'));
+    const db = inspectStore(tmp.dataDir);
     db.prepare(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at)
       VALUES ('whk_r', 'node-a', 'http://127.0.0.1:9/h', '*', '1.1.0', 'active', 'whsec_r', ?, ?)`).run(now - 4 * HOUR, now - 4 * HOUR);
     const event = db.prepare(`INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, 'node-a', 'budget.halted', 'budget:b', ?, ?)`);

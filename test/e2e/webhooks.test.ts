@@ -1,8 +1,8 @@
 // Webhooks end to end (DESIGN §8, seed §5–6): the real daemon (bin/node-svc daemon) with a short retry schedule,
 // real receivers (node:http on 127.0.0.1), events made with signed control facts (DESIGN §7), the real CLI for replay.
+import { inspectStore, type Inspector } from '../helpers/inspect.js';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
@@ -88,7 +88,7 @@ describe('webhooks against the real daemon', () => {
   let tokenB: string;
   let A: Client;
   let B: Client;
-  let db: Database.Database;
+  let db: Inspector;
   const receivers: Receiver[] = [];
   const created: Array<{ token: string; id: string }> = [];
 
@@ -99,7 +99,7 @@ describe('webhooks against the real daemon', () => {
     daemon = await startDaemon(t.dataDir, { env: { NODE_SVC_RETRY_SCHEDULE: RETRIES, NODE_SVC_DELIVERY_TIMEOUT: '2' } });
     A = clientOf(daemon.url, tokenA);
     B = clientOf(daemon.url, tokenB);
-    db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+    db = inspectStore(t.dataDir, { readonly: true });
   });
 
   // Each test revokes what it subscribed, so later events of other tests do not reach (or pile up for) its receivers.
@@ -770,7 +770,7 @@ describe('graceful stop: SIGTERM drains in-flight deliveries', () => {
       expect(q.answered).toBe(200);
     }
 
-    const db = new Database(join(t.dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+    const db = inspectStore(t.dataDir, { readonly: true });
     try {
       for (const id of inFlight) {
         const row = db

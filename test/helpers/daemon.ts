@@ -45,7 +45,11 @@ export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Pr
   let err = '';
   child.stdout!.setEncoding('utf8');
   child.stderr!.setEncoding('utf8');
-  child.stderr!.on('data', (s: string) => { err += s; });
+  child.stderr!.on('data', (s: string) => {
+    err += s;
+    // Debugging aid: with DEBUG_NODE_SVC_ERRORS set, the daemon's unhandled errors (with their message) reach the test's stderr.
+    if (process.env.DEBUG_NODE_SVC_ERRORS) for (const line of s.split('\n')) if (line.includes('unhandled error')) process.stderr.write(`[daemon] ${line}\n`);
+  });
   const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
 
   return new Promise((resolve, reject) => {

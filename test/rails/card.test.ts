@@ -1,5 +1,6 @@
 // The card rail against the local processor, through the official SDK, with the real settlement engine and store
 // (the daemon in process, a short settler tick). The processor is the one test double: a boundary we cannot reach.
+import { storeUrlFor } from '../helpers/postgres.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -148,7 +149,7 @@ describe('card rail with the settlement engine', () => {
     payer = await payerKeyPair();
     rail = new CardRail({ env: 'sandbox', key: p.testKey, account: acct, api: p.url, webhookSecret: secret, refundScanMs: 60_000, maxNetworkRetries: 0 });
     await rail.preflight();
-    d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy: { ...DEFAULT_POLICY, thresholdMicro: 1n } }, settleTickMs: 30 });
+    d = await startDaemon({ dataDir: join(dir, 'data'), store: await storeUrlFor(join(dir, 'data')), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy: { ...DEFAULT_POLICY, thresholdMicro: 1n } }, settleTickMs: 30 });
     await addNode(d.deps.store, 'node-a');
     token = (await issueToken(d.deps.store, 'node-a')).token;
     await addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');
@@ -388,7 +389,7 @@ describe('card rail at the capture deadline, with a policy that would wait', () 
     await rail.preflight();
     // Nothing reaches the threshold or the age limit: only the deadline makes the engine capture.
     const policy = { ...DEFAULT_POLICY, thresholdMicro: 10n ** 15n, maxAgeMs: 3_600_000 };
-    d = await startDaemon({ dataDir: join(dir, 'data'), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy }, settleTickMs: 30 });
+    d = await startDaemon({ dataDir: join(dir, 'data'), store: await storeUrlFor(join(dir, 'data')), host: '127.0.0.1', port: 0, rateLimit: 0, rail: { rail, policy }, settleTickMs: 30 });
     await addNode(d.deps.store, 'node-a');
     token = (await issueToken(d.deps.store, 'node-a')).token;
     await addKeys(d.deps.store, ISSUER, publicJwks(issuer), 'test');

@@ -26,7 +26,8 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   out(`starting the sandbox in ${dataDir} (${mode === 'card' ? 'local card processor, card rail' : 'local chain, escrow rail'}, daemon, webhook receiver, simulated payer)…`);
   const { startSandbox } = await import('../../dev/sandbox.js');
   const me = invokedAs();
-  const sb = await startSandbox({ dataDir, mode, port, pace, quiet: !!o.quiet, out });
+  const { resolveStoreUrl } = await import('../../store/open.js');
+  const sb = await startSandbox({ dataDir, store: resolveStoreUrl(g.store), mode, port, pace, quiet: !!o.quiet, out });
   // One write: a reader (a test, a script) that has seen the token line also has the "try" lines.
   out([
     '',
