@@ -2,7 +2,7 @@
 // Sandbox and production rails differ only in keys and endpoints, never in these semantics.
 import type { Hono } from 'hono';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
-import type { Store } from '../store/sql.js';
+import type { Sql, Store } from '../store/sql.js';
 import type { SettlementRow } from '../store/settlements.js';
 import type { StreamRow } from '../store/streams.js';
 
@@ -77,7 +77,7 @@ export interface Rail {
   /** The name of the account the rail settles from (wallet address, connected account): one settler per account. */
   readonly account?: string;
   /** Given the store and a way to wake the settler (e.g. on a processor webhook), before the first tick. */
-  attach?(ctx: { store: Store; wake(): void }): void;
+  attach?(ctx: RailContext): void;
   /** Rail-specific work on every settler tick (card: refunds → refund.final). */
   poll?(): Promise<void>;
   /** Routes the rail needs outside /v1 bearer auth (the card processor's own webhooks). */
@@ -85,4 +85,13 @@ export interface Rail {
   /** A cheap read for the health verdict (bounded by the adapter's own timeout); never throws. */
   probe?(): Promise<RailProbe>;
   close(): Promise<void>;
+}
+
+/** What the settlement engine gives its rail. */
+export interface RailContext {
+  store: Store;
+  /** Run a tick soon (a processor webhook said something changed). */
+  wake(): void;
+  /** A settlement write, fenced by the settlement lease: refused once another daemon settles this account. */
+  settlementWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
 }

@@ -70,7 +70,7 @@ export class Settler {
     private readonly tickMs = 1000,
     private readonly now: () => number = Date.now,
   ) {
-    rail.attach?.({ store, wake: () => this.wake() }); // before any route of the rail can be called
+    rail.attach?.({ store, wake: () => this.wake(), settlementWrite: (fn) => this.#fenced(fn) }); // before any route of the rail can be called
     this.#leaseName = `settler:${rail.mode}:${rail.account ?? 'default'}`;
   }
 

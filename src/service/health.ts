@@ -2,6 +2,7 @@
 // GET /healthz (probes) and `node-svc status` (operators). Add a check by appending to HEALTH_CHECKS.
 import type { RailProbe } from '../rails/rail.js';
 import { health } from '../store/health.js';
+import { NodeSvcError } from '../domain/errors.js';
 import { VERSION } from '../version.js';
 import type { Deps, HealthSources } from './deps.js';
 
@@ -110,7 +111,9 @@ export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Ver
     checks.push(check('store', [], { nodes: await health.nodes(d.store.q) }));
   } catch (err) {
     // Without the store nothing else can be read: one check, down.
-    checks.push(check('store', [['down', `the store does not answer (${(err as Error).name})`]], {}));
+    // A NodeSvcError names what failed (the database's host and the reason, never its URL or password); anything else only by its name.
+    const why = err instanceof NodeSvcError ? err.message : (err as Error).name;
+    checks.push(check('store', [['down', `the store does not answer (${why})`]], {}));
   }
   if (checks[0]!.status === 'ok') {
     for (const fn of HEALTH_CHECKS) {

@@ -21,17 +21,35 @@ export class Keyring {
     this.verifier = new Verifier({ keys: this.keys, ...opts });
     store.onInvalidate((inv) => { if (inv.topic === 'keys' || inv.topic === '*') this.#stale = true; });
   }
+  /** The reload in progress (PostgreSQL): requests arriving meanwhile wait for it instead of using the old keys. */
+  #loading: Promise<void> | undefined;
   /** Refresh if the stored keys changed; returns this for chaining. */
   async current(): Promise<this> {
     const now = Date.now();
-    if (this.store.dialect === 'postgres' && !this.#stale && now - this.#checkedAt < PG_RECHECK_MS) return this;
+    if (this.store.dialect === 'postgres' && !this.#stale && now - this.#checkedAt < PG_RECHECK_MS) {
+      // Without this wait, a request concurrent with the first load saw an empty key set (a valid credential
+      // refused as unknown_key right after start), and one concurrent with a reload after `keys rm` the removed key.
+      if (this.#loading) await this.#loading;
+      return this;
+    }
     this.#stale = false;
     this.#checkedAt = now;
-    const g = await keysGeneration(this.store);
-    if (g !== this.#generation) {
-      const keys = await trustedKeys(this.store);
-      this.keys.replace(keys);
-      this.#generation = g;
+    const load = (async () => {
+      const g = await keysGeneration(this.store);
+      if (g !== this.#generation) {
+        const keys = await trustedKeys(this.store);
+        this.keys.replace(keys);
+        this.#generation = g;
+      }
+    })();
+    this.#loading = load;
+    try {
+      await load;
+    } catch (err) {
+      this.#stale = true; // the store could not be read: the next request tries again, not after a second
+      throw err;
+    } finally {
+      if (this.#loading === load) this.#loading = undefined;
     }
     return this;
   }

@@ -62,13 +62,20 @@ export function parsePostgresUrl(url: string): Target {
   for (const k of q.keys())
     if (!KNOWN_PARAMS.has(k))
       throw new NodeSvcError('config', `the store URL has an unknown parameter "${k}"`, { hint: `known: ${[...KNOWN_PARAMS].join(', ')}` });
-  const password = decodeURIComponent(u.password);
-  const user = q.get('user') ?? decodeURIComponent(u.username);
+  const decode = (part: string, what: string) => {
+    try {
+      return decodeURIComponent(part);
+    } catch {
+      throw new NodeSvcError('config', `the store URL's ${what} is not valid percent-encoding`, { hint: 'encode reserved characters, e.g. @ as %40 and % as %25' });
+    }
+  };
+  const password = decode(u.password, 'password');
+  const user = q.get('user') ?? decode(u.username, 'user name');
   const host = q.get('host') ?? (u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost');
   const portText = q.get('port') ?? (u.port || '5432');
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new NodeSvcError('config', `the store URL's port is not a port number (${portText})`);
-  const database = q.get('dbname') ?? (decodeURIComponent(u.pathname.replace(/^\//, '')) || user);
+  const database = q.get('dbname') ?? (decode(u.pathname.replace(/^\//, ''), 'database name') || user);
   const hostText = isIP(host) === 6 ? `[${host}]` : host;
   const where = `${hostText}:${port}/${database}`;
   const config: pg.ClientConfig = {
@@ -206,6 +213,8 @@ export function compileSql(sql: string): Compiled {
   compiled.set(sql, c);
   return c;
 }
+
+const ordinal = (n: number) => `${n}${n % 10 === 1 && n % 100 !== 11 ? 'st' : n % 10 === 2 && n % 100 !== 12 ? 'nd' : n % 10 === 3 && n % 100 !== 13 ? 'rd' : 'th'}`;
 
 const toParam = (v: unknown): unknown => (typeof v === 'bigint' ? v.toString() : v === undefined ? null : v);
 
@@ -351,6 +360,10 @@ class PgStore implements PostgresStore {
       // so it never carries row values. code, constraint, table and column stay to tell what failed.
       if (e.detail !== undefined) e.detail = undefined;
       if (e.where !== undefined) e.where = undefined;
+      // pg names every server error "error"; logs that show only an error's name (no message: it may quote input)
+      // then say nothing. The SQLSTATE says what failed without quoting anything.
+      const code = (e as { code?: unknown }).code;
+      if (e.name === 'error' && typeof code === 'string') e.name = `PostgresError ${code}`;
     }
     return err;
   }
@@ -369,6 +382,13 @@ class PgStore implements PostgresStore {
       try {
         return await runner.query({ name: c.name, text: c.text, values });
       } catch (err) {
+        const e = err as { code?: string; message: string };
+        const n = e.code === '42P18' ? /\$(\d+)/.exec(e.message)?.[1] : undefined;
+        if (n) {
+          // Say which placeholder of the portable SQL it is, and the portable fix.
+          const name = c.names ? `@${c.names[Number(n) - 1]}` : `the ${ordinal(Number(n))} ?`;
+          e.message += ` (${name}): PostgreSQL cannot infer its type there (e.g. "${name} IS NULL"); write CAST(${name} AS TEXT) (or BIGINT) in that place`;
+        }
         throw this.wrap(err);
       }
     };
@@ -570,7 +590,7 @@ class PgStore implements PostgresStore {
       const pending = MIGRATIONS.filter((m) => m.version > current);
       if (pending.length && readonly) {
         throw current === 0
-          ? new NodeSvcError('store', `no node-svc tables in ${this.description}`, { hint: 'run `node-svc nodes add <id>` first (any write command or the daemon creates the tables)' })
+          ? new NodeSvcError('store', `no node-svc tables in ${this.description}`, { hint: 'run `node-svc nodes add <id>` first (any write command, or the daemon, creates them), or check --store' })
           : new NodeSvcError('store', `database schema ${current} needs migrating to ${LATEST_VERSION}`, { hint: 'run any node-svc write command (or the daemon) once' });
       }
       if (pending.length) {

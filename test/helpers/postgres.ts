@@ -19,6 +19,8 @@ export interface PostgresServer {
   baseUrl: string;
   port: number;
   password: string;
+  /** The server's log file (errors with their statements), for debugging a failure. */
+  logFile: string;
   /** CREATE DATABASE `name` (owned by node_svc) unless it exists; resolves with its URL. */
   createDatabase(name: string): Promise<string>;
   /** Stop (fast) and start again on the same directory and port, for fault tests. */
@@ -121,6 +123,15 @@ export async function storeUrlFor(dataDir: string): Promise<string | undefined> 
 }
 
 /**
+ * `{ NODE_SVC_STORE: <url> }` for a child process on `dataDir` when the run has a server, else `{}`: for tests that
+ * spawn the CLI or daemon themselves instead of through helpers/cli.ts or helpers/daemon.ts.
+ */
+export async function storeEnvFor(dataDir: string): Promise<Record<string, string>> {
+  const url = await storeUrlFor(dataDir);
+  return url ? { NODE_SVC_STORE: url } : {};
+}
+
+/**
  * initdb + pg_ctl start in a new temp dir: listen on 127.0.0.1 only, the unix socket in the temp dir, fsync on,
  * password (SCRAM) logins over TCP. A watchdog process stops the server and removes the dir if this process dies
  * without calling stop().
@@ -195,6 +206,7 @@ export async function startPostgres(opts: { tls?: { cert: string; key: string } 
       baseUrl,
       port,
       password,
+      logFile: join(dir, 'log'),
       createDatabase: (name) => ensureDatabase(baseUrl, name),
       async restart() {
         pgCtl('stop', '-m', 'fast', '-w');

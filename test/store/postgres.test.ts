@@ -88,6 +88,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await s.q.all('SELECT id FROM t ORDER BY id', [], true)).toEqual([{ id: 1n }, { id: 2n }]);
       expect(await s.q.run('DELETE FROM t WHERE id = ?', [99])).toBe(0);
       await expect(s.q.run('UPDATE t SET name = @name WHERE id = @id', { id: 1 })).rejects.toThrow(/missing named parameter "name"/);
+      // A placeholder whose type PostgreSQL cannot infer: the error names it as the portable SQL wrote it, and the fix.
+      await expect(s.q.get('SELECT CASE WHEN @maybe IS NULL THEN 0 ELSE 1 END AS x FROM t WHERE id = @id', { maybe: null, id: 1 }))
+        .rejects.toThrow(/parameter \$1 \(@maybe\).*CAST\(@maybe AS TEXT\)/);
+      await expect(s.q.get('SELECT id FROM t WHERE id = ? AND ? IS NULL', [1, null])).rejects.toThrow(/\(the 2nd \?\)/);
+      expect(await s.q.value('SELECT CASE WHEN CAST(@maybe AS TEXT) IS NULL THEN 0 ELSE 1 END AS x FROM t WHERE id = @id', { maybe: null, id: 1 })).toBe(0);
     });
   });
 
@@ -339,6 +344,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const err = await openPostgresStore(url, { dataDir: root, readonly: true }).catch((e: unknown) => e);
       expect((err as NodeSvcError).code).toBe('store');
       expect((err as NodeSvcError).message).toMatch(/no node-svc tables/);
+      expect((err as NodeSvcError).hint).toMatch(/nodes add/); // as SQLite's hint for a data dir without a database
       expect(await (await openAt(url)).q.value('SELECT COUNT(*) FROM nodes')).toBe(0); // nothing was created by the refused open
       const ro = await openAt(url, { readonly: true });
       expect(await ro.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
@@ -408,6 +414,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         row,
       )).catch((e: unknown) => e as Error & { code?: string; constraint?: string });
       expect(err.code).toBe('23514'); // check_violation: the schema version is refused
+      expect(err.name).toBe('PostgresError 23514'); // what a log that shows only the name still tells
       expect(err.constraint).toMatch(/schema_version/);
       expect([err.message, JSON.stringify(err), String(err.stack)].join('\n')).not.toContain('whsec_DoNotLogMe');
     });
@@ -575,6 +582,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       refuse('postgres://u:hunter2@db.example.com/d?sslmode=verify-full&sslrootcert=/nonexistent/ca.pem', /cannot read .*sslrootcert/);
       refuse('mysql://u:hunter2@db.example.com/d', /must start with postgres:\/\//);
       refuse('postgres://u:hunter2@[bad', /not a valid postgres:\/\/ URL/);
+      refuse('postgres://u:hunter2%zz@127.0.0.1/d', /password is not valid percent-encoding/);
     });
   });
 });

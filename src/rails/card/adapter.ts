@@ -65,12 +65,12 @@ import { configError } from '../../domain/errors.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
 import { iso } from '../../domain/time.js';
 import { log } from '../../log.js';
-import type { Store } from '../../store/sql.js';
+import type { Sql, Store } from '../../store/sql.js';
 import { recordEvent } from '../../store/events.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { fundingSources, streams, type StreamRow } from '../../store/streams.js';
 import { VERSION } from '../../version.js';
-import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
+import type { Rail, RailContext, RailEnv, RailProbe, SettlementState } from '../rail.js';
 import { currencyOfAsset, microPerMinor, floorToMinor } from './currency.js';
 import { capturedCardStreams, cardRefunds, cardSettlements } from './store.js';
 
@@ -158,6 +158,7 @@ export class CardRail implements Rail {
   readonly #warnedDeadline = new Set<string>();
   #store: Store | undefined;
   #wake: (() => void) | undefined;
+  #settlementWrite: RailContext['settlementWrite'] | undefined;
   #lastScan = 0;
   #dirty = new Set<string>();
   /** The last funding read of the processor failed (unreachable, 5xx, 429, 401/403). */
@@ -219,9 +220,10 @@ export class CardRail implements Rail {
     }
   }
 
-  attach(ctx: { store: Store; wake(): void }): void {
+  attach(ctx: RailContext): void {
     this.#store = ctx.store;
     this.#wake = ctx.wake;
+    this.#settlementWrite = ctx.settlementWrite;
   }
 
   #st(): Store {
@@ -231,6 +233,11 @@ export class CardRail implements Rail {
 
   #db() {
     return this.#st().q;
+  }
+
+  /** The rail's own writes happen in the settler's tick: fenced by its lease (a daemon that lost it records nothing). */
+  #fencedWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    return this.#settlementWrite ? this.#settlementWrite(fn) : this.#st().write(fn);
   }
 
   #piOf(stream: StreamRow): string {
@@ -423,7 +430,7 @@ export class CardRail implements Rail {
       }
       if (!this.#nearDeadline(deadline)) continue;
       const reason = `the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`;
-      const waiting = await this.#st().write(async (tx) => {
+      const waiting = await this.#fencedWrite(async (tx) => {
         const r = (await streams.get(tx, row.node_id, row.id))!;
         // Inside the write lock: no voucher can slip in between this reading and the stream being closed to vouchers.
         if (r.funding_status !== 'unfunded' || r.funding_reason !== reason)
@@ -433,7 +440,7 @@ export class CardRail implements Rail {
       if (waiting) continue; // the engine captures it as final (closeRequested); released on a later tick
       try {
         const note = await this.release(row);
-        await this.#st().write((tx) => streams.released(tx, row.node_id, row.id, this.#now()));
+        await this.#fencedWrite((tx) => streams.released(tx, row.node_id, row.id, this.#now()));
         log.warn('card authorization released at its capture deadline margin', { ...f, ...(note ? { note } : {}) });
       } catch (err) {
         log.warn('card authorization release failed; will retry', { ...f, error: (err as Error).message });
@@ -511,7 +518,8 @@ export class CardRail implements Rail {
     // Recorded before sending, answer not recorded: did the capture happen?
     const bt = await this.#findCapture(d.charge, BigInt(d.targetMinor));
     if (bt) {
-      await this.#st().write((tx) => cardSettlements.setReference(tx, s.id, bt.id, JSON.stringify({ ...d, balanceTransaction: bt.id })));
+      // Fenced: a daemon that lost the settlement lease records nothing.
+      await this.#fencedWrite((tx) => cardSettlements.setReference(tx, s.id, bt.id, JSON.stringify({ ...d, balanceTransaction: bt.id })));
       return { state: 'submitted', note: 'capture found after its answer was lost' };
     }
     const pi = await this.#stripe.paymentIntents.retrieve(d.paymentIntent);
@@ -571,7 +579,7 @@ export class CardRail implements Rail {
     if (!last || minor === 0n) return;
     const micro = minor * microPerMinor(currency);
     const now = this.#now();
-    await this.#st().write(async (tx) => {
+    await this.#fencedWrite(async (tx) => {
       if (!(await cardRefunds.raise(tx, { nodeId: s.node_id, stream: s.id, paymentIntent: pi, minor, micro, lastRefund: last.id, now }))) return;
       await recordEvent(tx, s.node_id, 'refund.final', `stream:${s.id}`, { stream: s.id, budget: s.budget, asset: s.asset, amountMicro: micro.toString(), reference: last.id }, now);
     });
