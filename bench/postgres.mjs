@@ -284,7 +284,7 @@ async function main() {
     const at = await drained(d, n);
     const c = await receiver.call('count');
     if (c.unsigned) throw new Error(`${c.unsigned} deliveries arrived without a signature`);
-    return { rate: n / ((at - r.t0) / 1000), dup: c.duplicates };
+    return { rate: n / ((at - r.t0) / 1000), record: n / ((r.t1 - r.t0) / 1000), dup: c.duplicates };
   }
   const walMark = async () => ({
     lsn: await sqlValue('SELECT pg_current_wal_lsn()::text'),
@@ -292,7 +292,7 @@ async function main() {
     rows: (await db.query('SELECT (SELECT count(*) FROM events) + (SELECT count(*) FROM deliveries) + (SELECT count(*) FROM delivery_attempts) AS n')).rows[0].n,
     commits: (await pgOne.d.call('stats')).commits,
   });
-  const del = { SQLite: [], one: [], two: [], ratio: [], twoRatio: [] };
+  const del = { SQLite: [], one: [], two: [], ratio: [], twoRatio: [], recS: [], recP: [] };
   let cost;
   for (const t of both) await deliveries(t.d, Math.min(N, 1000)); // warm-up
   for (let k = 0; k < DELIVERY_ROUNDS; k++) {
@@ -310,7 +310,7 @@ async function main() {
     const c = await deliveries(pgOne.d, N);
     await stopChild(second);
     trace(`round ${k + 1}: deliveries/s SQLite ${fmt(a.rate)}, PostgreSQL ${fmt(b.rate)}, two daemons ${fmt(c.rate)}`);
-    del.SQLite.push(a.rate); del.one.push(b.rate); del.two.push(c.rate);
+    del.SQLite.push(a.rate); del.one.push(b.rate); del.two.push(c.rate); del.recS.push(a.record); del.recP.push(b.record);
     del.ratio.push(b.rate / a.rate); del.twoRatio.push(c.rate / b.rate);
   }
 
@@ -379,6 +379,7 @@ async function main() {
   console.log(row(`POST vouchers, ${VOUCHER_CONNECTIONS} clients (own stream each)`, res.vouchers, vr));
   console.log(row(`deliveries, ${fmt(N)} events, tx of ${BATCH}`, { SQLite: del.SQLite.map((rps) => ({ rps })), PostgreSQL: del.one.map((rps) => ({ rps })) }, dr));
   console.log(`    p50/p99 ms: headroom SQLite ${median(res.headroom.SQLite.map((x) => x.p50))}/${median(res.headroom.SQLite.map((x) => x.p99))}, PostgreSQL ${median(res.headroom.PostgreSQL.map((x) => x.p50))}/${median(res.headroom.PostgreSQL.map((x) => x.p99))}; vouchers SQLite ${median(res.vouchers.SQLite.map((x) => x.p50))}/${median(res.vouchers.SQLite.map((x) => x.p99))}, PostgreSQL ${median(res.vouchers.PostgreSQL.map((x) => x.p50))}/${median(res.vouchers.PostgreSQL.map((x) => x.p99))}`);
+  console.log(`    recording the events (while the worker delivers): SQLite ${fmt(median(del.recS))} events/s, PostgreSQL ${fmt(median(del.recP))} events/s`);
   if (sqlite.live + pgOne.live) console.log(`    (the load generator signed ${sqlite.live} SQLite and ${pgOne.live} PostgreSQL vouchers during runs: its pool ran short)`);
   console.log(`    per round: headroom ${res.headroom.ratio.map((x) => x.toFixed(2)).join(', ')}; vouchers ${res.vouchers.ratio.map((x) => x.toFixed(2)).join(', ')}; deliveries ${del.ratio.map((x) => x.toFixed(2)).join(', ')}`);
   console.log(`  two daemons / one on one database: deliveries ${fmt(median(del.two))}/s vs ${fmt(median(del.one))}/s   ratio ${tr.toFixed(2)} (informational: 2 cores shared with the database; per round ${del.twoRatio.map((x) => x.toFixed(2)).join(', ')})`);
