@@ -209,6 +209,9 @@ export class DeliveryWorker {
   }
 
   async #write(tx: Sql, batch: Result[]): Promise<void> {
+    // Each subscription's success/failure marks, folded over the group in order: one write per subscription, not
+    // one per result (the last success, and the first failure after it: what the writes one by one would leave).
+    const marks = new Map<string, { success: number | null; failingSince: number | null }>();
     for (const r of batch) {
       // Fenced: a claim taken over by another daemon (its lease ran out) records nothing.
       if (!(await recordAttempt(tx, r))) {
@@ -216,12 +219,17 @@ export class DeliveryWorker {
         log.warn('delivery result not recorded: its lease was taken over', { delivery: r.deliveryId, attempt: r.attempt });
         continue;
       }
-      if (r.outcome === 'delivered') await subscriptions.succeeded(tx, r.subscriptionId, r.at);
-      else await subscriptions.failed(tx, r.subscriptionId, r.at);
+      const m = marks.get(r.subscriptionId) ?? { success: null, failingSince: null };
+      if (r.outcome === 'delivered') { m.success = r.at; m.failingSince = null; } else m.failingSince ??= r.at;
+      marks.set(r.subscriptionId, m);
       if (r.disable) {
         await subscriptions.setStatus(tx, r.subscriptionId, 'disabled', r.disable, r.at);
         log.warn('webhook subscription disabled', { subscription: r.subscriptionId, reason: r.disable });
       }
+    }
+    for (const [id, m] of marks) {
+      if (m.success !== null) await subscriptions.succeededThenFailing(tx, id, m.success, m.failingSince);
+      else await subscriptions.failed(tx, id, m.failingSince!);
     }
   }
 

@@ -40,10 +40,11 @@ export const subscriptions = {
     (activeChanged(), q.run('UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?', [status, reason, now, id])),
   rotate: (q: Sql, id: string, secret: string, previousExpiresAt: number, now: number) =>
     q.run(`UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`, [previousExpiresAt, secret, now, id]),
-  succeeded: (q: Sql, id: string, now: number) =>
-    q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = NULL WHERE id = ?', [now, id]),
   failed: (q: Sql, id: string, now: number) =>
     q.run('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?', [now, id]),
+  /** A success in a group of results, then maybe failures after it: one write for the subscription's whole group. */
+  succeededThenFailing: (q: Sql, id: string, lastSuccessAt: number, failingSince: number | null) =>
+    q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = ? WHERE id = ?', [lastSuccessAt, failingSince, id]),
 };
 
 /** Does a subscription with this filter and schema version take events of `kind`? (1.0.0 never gets the 1.1.0 kinds) */
@@ -257,20 +258,26 @@ export interface AttemptRecord {
  * Call inside a write.
  */
 export async function recordAttempt(tx: Sql, a: AttemptRecord): Promise<boolean> {
-  let changed: number;
   const recorded = `CASE WHEN recorded_attempts > @attempt THEN recorded_attempts ELSE @attempt END`;
-  if (a.outcome === 'delivered') {
-    changed = await tx.run(`UPDATE deliveries SET status = 'delivered', delivered_at = @at, last_status = @status, last_error = NULL, recorded_attempts = ${recorded}
-      WHERE id = @id AND status = 'pending' AND attempts = @attempt`, { at: a.at + a.durationMs, status: a.statusCode, attempt: a.attempt, id: a.deliveryId });
-  } else {
-    const dead = a.outcome === 'gone' || a.nextAttemptAt === null;
-    changed = await tx.run(`UPDATE deliveries SET status = CASE WHEN @dead = 1 THEN 'dead' ELSE status END, next_attempt_at = COALESCE(@next, next_attempt_at),
-      last_status = @status, last_error = @error, recorded_attempts = ${recorded} WHERE id = @id AND status = 'pending' AND attempts = @attempt`,
-      { dead: dead ? 1 : 0, next: a.nextAttemptAt, status: a.statusCode, error: a.error, attempt: a.attempt, id: a.deliveryId });
-  }
-  if (!changed) return false;
-  await tx.run(`INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
-    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`, [newId('atm'), a.deliveryId, a.subscriptionId, a.eventSeq, a.attempt, a.at, a.durationMs, a.statusCode, a.error, a.outcome, a.nextAttemptAt]);
+  const dead = a.outcome === 'gone' || (a.outcome !== 'delivered' && a.nextAttemptAt === null);
+  const set = a.outcome === 'delivered'
+    ? `status = 'delivered', delivered_at = @doneAt, last_status = @status, last_error = NULL, recorded_attempts = ${recorded}`
+    : `status = CASE WHEN @dead = 1 THEN 'dead' ELSE status END, next_attempt_at = COALESCE(@next, next_attempt_at), last_status = @status, last_error = @error, recorded_attempts = ${recorded}`;
+  const p = {
+    id: a.deliveryId, attempt: a.attempt, doneAt: a.at + a.durationMs, status: a.statusCode, dead: dead ? 1 : 0, next: a.nextAttemptAt, error: a.error,
+    aid: newId('atm'), sub: a.subscriptionId, seq: a.eventSeq, at: a.at, ms: a.durationMs, outcome: a.outcome,
+  };
+  const update = `UPDATE deliveries SET ${set} WHERE id = @id AND status = 'pending' AND attempts = @attempt`;
+  const values = `@aid, @id, @sub, @seq, @attempt, @at, @ms, @status, @error, @outcome, @next`;
+  const insert = 'INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)';
+  // PostgreSQL: the fenced update and the attempt row in one statement (one round trip under the write lock); the
+  // attempt is inserted only when the update matched. SQLite has no UPDATE in a WITH: two statements, same effect.
+  if (tx.dialect === 'postgres')
+    return (await tx.run(`WITH d AS (${update} RETURNING id) ${insert}
+      SELECT @aid, d.id, @sub, CAST(@seq AS BIGINT), CAST(@attempt AS BIGINT), CAST(@at AS BIGINT), CAST(@ms AS BIGINT), CAST(@status AS BIGINT),
+        CAST(@error AS TEXT), CAST(@outcome AS TEXT), CAST(@next AS BIGINT) FROM d`, p)) > 0;
+  if (!(await tx.run(update, p))) return false;
+  await tx.run(`${insert} VALUES (${values})`, p);
   return true;
 }
 
