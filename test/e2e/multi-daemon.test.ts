@@ -213,7 +213,7 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
 
   // -----------------------------------------------------------------------------------------------------------------
 
-  it('kill -9 one of two daemons mid-burst of 10,000 events: every event delivered, signed, 0 lost; duplicates only from the dead daemon\'s leases, after the lease', async () => {
+  it('kill -9 one of two daemons mid-burst of 10,000 events: every event delivered, signed, 0 lost; every duplicate explained (a dead daemon\'s lease run out, or a failed attempt retried)', async () => {
     const N = 10_000;
     const env = { NODE_SVC_DELIVERY_TIMEOUT: String(DELIVERY_TIMEOUT_S), NODE_SVC_RETRY_SCHEDULE: '1,1,1,1,1' };
     const c = await cluster('burst', 2, { env });
@@ -274,11 +274,23 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     const dupIds = [...receiver.eventIds()].filter((id) => receiver.count(id) > 1);
     const duplicates = deliveries - receiver.eventIds().size;
 
-    // Duplicates: only deliveries the dead daemon had claimed and not recorded, each sent again only after its lease.
+    // Duplicates: only deliveries whose lease ran out before their result was recorded, each sent again only after
+    // its lease: the dead daemon's claims, or (on a loaded machine, the 12 s lease being short) a claim of the
+    // survivor whose result was then refused by the fence, which it logs naming the delivery.
     const orphanById = new Map(orphans.map((o) => [o.event, o]));
-    expect(dupIds.filter((id) => !orphanById.has(id)), 'events sent twice that the dead daemon did not hold').toEqual([]);
-    expect(duplicates).toBeLessThanOrEqual(WORKER_CONCURRENCY);
-    expect(duplicates).toBeLessThanOrEqual(orphans.length);
+    const staleDeliveries = b.stderr.split('\n').filter((l) => l.includes('delivery result not recorded: its lease was taken over'))
+      .map((l) => (JSON.parse(l) as { delivery: string }).delivery);
+    const staleEvents = new Set(staleDeliveries.length
+      ? (await db.query<{ event_id: string }>('SELECT e.id AS event_id FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE d.id = ANY($1)', [staleDeliveries])).rows.map((r) => r.event_id)
+      : []);
+    // And an attempt the survivor recorded as failed (its 1 s timeout, on a loaded machine: the receiver may still have
+    // taken it) is retried by design: a resend, not a lost lease.
+    const retriedEvents = new Set((await db.query<{ event_id: string }>(
+      "SELECT DISTINCT e.id AS event_id FROM delivery_attempts a JOIN events e ON e.seq = a.event_seq WHERE a.outcome = 'failed'")).rows.map((r) => r.event_id));
+    expect(dupIds.filter((id) => !orphanById.has(id) && !staleEvents.has(id) && !retriedEvents.has(id)), 'events sent twice with no lease run out or failed attempt behind them').toEqual([]);
+    const leaseDups = dupIds.filter((id) => !retriedEvents.has(id));
+    expect(leaseDups.length).toBeLessThanOrEqual(WORKER_CONCURRENCY + staleEvents.size);
+    expect(leaseDups.length).toBeLessThanOrEqual(orphans.length + staleEvents.size);
     expect(orphans.length, 'the dead daemon held leases when it died').toBeGreaterThan(0);
     let minGapMs = Infinity;
     let maxOrphanMs = 0;
@@ -291,13 +303,13 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
         minGapMs = Math.min(minGapMs, q.at - killAt);
       }
     }
-    for (const id of dupIds) {
+    for (const id of leaseDups) {
       const [first, second] = receiver.forEvent(id);
       expect(second!.at - first!.at, `${id} sent twice within the lease`).toBeGreaterThanOrEqual(DELIVERY_LEASE_MS - 2000);
     }
     expect(alive(b)).toBe(true);
     summary({
-      test: 'burst', events: N, deliveries, duplicates, duplicateBound: WORKER_CONCURRENCY, orphanedLeases: orphans.length,
+      test: 'burst', events: N, deliveries, duplicates, duplicateBound: WORKER_CONCURRENCY, orphanedLeases: orphans.length, survivorLeasesRunOut: staleEvents.size, retriedAfterAFailedAttempt: retriedEvents.size,
       burstMs: burstEnd - t0, eventsPerS: Math.round(N / ((burstEnd - t0) / 1000)), killAtMs: killAt - t0,
       firstOrphanResendAfterKillMs: Number.isFinite(minGapMs) ? minGapMs : 'none', lastOrphanDeliveredAfterKillMs: maxOrphanMs,
       allDeliveredAfterKillMs: drained - killAt, drainAfterBurstMs: Math.max(0, drained - burstEnd), leaseMs: DELIVERY_LEASE_MS,

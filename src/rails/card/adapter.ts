@@ -210,6 +210,11 @@ export class CardRail implements Rail {
     if (!this.#c.webhookSecret) log.info('card rail: no --card-webhook-secret-file, so no processor webhook route; polling only');
   }
 
+  /** One settler per connected account (and mode), whichever daemons share the store. */
+  get account(): string {
+    return `${this.env}:${this.#c.account}`;
+  }
+
   async probe(): Promise<RailProbe> {
     const network = this.#c.account;
     try {
