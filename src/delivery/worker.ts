@@ -63,7 +63,8 @@ export class DeliveryWorker {
   readonly #urls = new Map<string, URL>();
   /** stale: results refused by the fence (the lease was taken over meanwhile). */
   readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0, stale: 0 };
-  #pumping = false;
+  /** The pump in progress: one at a time (its claim and its counts go together); stop() waits for it. */
+  #pumping: Promise<void> | undefined;
   #again = false;
 
   constructor(opts: WorkerOptions) {
@@ -115,10 +116,9 @@ export class DeliveryWorker {
   #pump(): void {
     this.#scheduled = false;
     if (this.#closed) return;
-    if (this.#pumping) { this.#again = true; return; } // one pump at a time: its claim and its counts go together
-    this.#pumping = true;
-    this.#pumpOnce().finally(() => {
-      this.#pumping = false;
+    if (this.#pumping) { this.#again = true; return; }
+    this.#pumping = this.#pumpOnce().finally(() => {
+      this.#pumping = undefined;
       if (this.#again) { this.#again = false; this.#pumpSoon(); }
     });
   }
@@ -338,7 +338,7 @@ export class DeliveryWorker {
     if (this.#timer) clearTimeout(this.#timer);
     if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
     if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
-    if (this.#pumping) await new Promise<void>((resolve) => { const t = setInterval(() => { if (!this.#pumping) { clearInterval(t); resolve(); } }, 5); });
+    await this.#pumping;
     try {
       await this.#recordResults(async () => undefined);
     } catch (err) {

@@ -62,6 +62,8 @@ export class Settler {
   readonly #warnedStuck = new Set<string>();
   /** The fence this daemon holds the settlement lease under (undefined: another daemon settles). */
   #fence: number | undefined;
+  /** When this daemon last took or renewed the lease (its expiry is that + SETTLER_LEASE_MS). */
+  #renewedAt = 0;
   readonly #leaseName: string;
   constructor(
     private readonly store: Store,
@@ -74,16 +76,17 @@ export class Settler {
     this.#leaseName = `settler:${rail.mode}:${rail.account ?? 'default'}`;
   }
 
-  /** Whether this daemon settles now (it holds the lease). */
-  get leader(): boolean {
-    return this.#fence !== undefined;
-  }
-
-  /** Take or renew the settlement lease; false when another daemon holds it. */
+  /**
+   * Take or renew the settlement lease; false when another daemon holds it. The holder renews once a third of the
+   * lease has passed, not on every tick: an idle daemon does not commit (and fsync) a renewal every second.
+   */
   async #lease(): Promise<boolean> {
     const before = this.#fence;
-    const fence = await this.store.write((tx) => leases.acquire(tx, this.#leaseName, DAEMON_ID, this.now(), SETTLER_LEASE_MS));
+    const now = this.now();
+    if (before !== undefined && now - this.#renewedAt < SETTLER_LEASE_MS / 3) return true;
+    const fence = await this.store.write((tx) => leases.acquire(tx, this.#leaseName, DAEMON_ID, now, SETTLER_LEASE_MS));
     this.#fence = fence;
+    if (fence !== undefined) this.#renewedAt = now;
     if (fence !== undefined && fence !== before) {
       this.rail.takeover?.();
       this.#backoff.clear();

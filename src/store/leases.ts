@@ -22,5 +22,4 @@ export const leases = {
     !!(await tx.get('SELECT 1 FROM leases WHERE name = ? AND holder = ? AND fence = ? AND expires_at > ?', [name, holder, fence, now])),
   /** Give it up now (a clean stop): another daemon takes over at its next try instead of after the expiry. */
   release: (tx: Sql, name: string, holder: string) => tx.run('UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ?', [name, holder]),
-  get: (q: Sql, name: string) => q.get<{ holder: string; fence: number; expires_at: number }>('SELECT holder, fence, expires_at FROM leases WHERE name = ?', [name]),
 };

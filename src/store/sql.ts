@@ -27,7 +27,7 @@ export interface Sql {
 /** A message from a write made anywhere (this daemon, another daemon, the CLI) that caches must drop `key`. */
 export interface Invalidation {
   /** `*`: drop every cache (PostgreSQL: the LISTEN connection was lost and reconnected, messages may be missed). */
-  topic: 'tokens' | 'keys' | 'nodes' | 'subscriptions' | 'control' | 'streams' | '*';
+  topic: 'tokens' | 'keys' | 'nodes' | 'subscriptions' | '*';
   key: string;
 }
 

@@ -3,6 +3,9 @@ import { join, resolve } from 'node:path';
 import { NodeSvcError, usageError } from '../../domain/errors.js';
 import { copyDatabase, DB_FILE, openSqliteStore, resolveDataDir, validateBackup } from '../../store/db.js';
 import { isPostgresUrl, resolveStoreUrl } from '../../store/open.js';
+import { lockDataDir } from '../../store/lock.js';
+import { progressBar } from '../progress.js';
+import type { CommandResult, GlobalOptions } from '../output.js';
 
 /** A PostgreSQL store is backed up and restored by PostgreSQL's own tools, with the server's roles and PITR. */
 function refusePostgres(g: GlobalOptions, what: 'backup' | 'restore'): void {
@@ -13,9 +16,6 @@ function refusePostgres(g: GlobalOptions, what: 'backup' | 'restore'): void {
       ? 'use pg_dump: pg_dump --format=custom --file=node-svc.dump "$DATABASE_URL" (consistent while daemons run), or the server\'s base backups and WAL archiving for point-in-time recovery'
       : 'use pg_restore into an empty database with every daemon stopped: pg_restore --dbname="$DATABASE_URL" --no-owner node-svc.dump');
 }
-import { lockDataDir } from '../../store/lock.js';
-import { progressBar } from '../progress.js';
-import type { CommandResult, GlobalOptions } from '../output.js';
 
 /** SQLite online backup: consistent while the daemon keeps writing; a progress bar on a TTY. */
 export async function backup(g: GlobalOptions, file: string, o: { force?: boolean }): Promise<CommandResult> {

@@ -1,7 +1,7 @@
 import { configError, usageError } from '../../domain/errors.js';
 import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
-import { checkStoreUrl } from '../../store/open.js';
+import { checkStoreUrl, resolveStoreUrl } from '../../store/open.js';
 import { readConfigFile } from '../config-file.js';
 import { LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
@@ -54,7 +54,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
   if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
   // The store URL: flag > env > config `store` > SQLite in the data dir. A secret: never printed.
-  const store = g.store || process.env.NODE_SVC_STORE || file.store || undefined;
+  const store = resolveStoreUrl(g.store) ?? (file.store || undefined);
   const storeProblem = checkStoreUrl(store);
   if (storeProblem) throw usageError(storeProblem);
   const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
