@@ -227,7 +227,8 @@ export class DeliveryWorker {
         log.warn('webhook subscription disabled', { subscription: r.subscriptionId, reason: r.disable });
       }
     }
-    for (const [id, m] of marks) {
+    // In id order: two daemons marking the same subscriptions lock their rows in one order (PostgreSQL: no deadlock).
+    for (const [id, m] of [...marks].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
       if (m.success !== null) await subscriptions.succeededThenFailing(tx, id, m.success, m.failingSince);
       else await subscriptions.failed(tx, id, m.failingSince!);
     }

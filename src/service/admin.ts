@@ -6,7 +6,7 @@ import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.j
 import { NODE_ID_RE, newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { SqliteStore } from '../store/db.js';
-import type { Sql, Store } from '../store/sql.js';
+import { lockKey, type Sql, type Store } from '../store/sql.js';
 import { issuerKeys, nodes, tokens } from '../store/admin.js';
 import { Lru } from '../lru.js';
 import { jwkProblems, publicMembers, type Jwk, type TrustedKey } from '../sdk/keys.js';
@@ -20,6 +20,7 @@ export function checkNodeId(id: string): void {
 export async function addNode(store: Store, id: string, now = Date.now()) {
   checkNodeId(id);
   await store.write(async (tx) => {
+    await lockKey(tx, `node:${id}`); // PostgreSQL: admin writes of one node, one daemon or CLI at a time
     if (await nodes.get(tx, id)) throw conflict(`node "${id}" already exists`, 'pick another id, or `node-svc nodes list` to see them');
     await nodes.insert(tx, id, now);
     await store.invalidate(tx, { topic: 'nodes', key: id });
@@ -35,6 +36,7 @@ export async function listNodes(store: Store) {
 
 export async function removeNode(store: Store, id: string) {
   const removed = await store.write(async (tx) => {
+    await lockKey(tx, `node:${id}`);
     if (!(await nodes.get(tx, id))) return 0;
     // Money history is never deleted with a node: streams, events and subscriptions keep it.
     const history = await nodes.history(tx, id);
@@ -47,7 +49,9 @@ export async function removeNode(store: Store, id: string) {
   return { id, removed: true };
 }
 
+/** The node exists; its admin writes are serialised from here to the commit (PostgreSQL keyed lock). */
 async function requireNode(tx: Sql, id: string) {
+  await lockKey(tx, `node:${id}`);
   if (!(await nodes.get(tx, id))) throw notFound(`node "${id}"`);
 }
 
@@ -204,6 +208,7 @@ export function addKeys(store: Store, issuer: string, jwks: unknown, source: str
   if (problems.length)
     throw new NodeSvcError('invalid_request', `refused ${source}, nothing was added:\n  - ${problems.join('\n  - ')}`, { status: 400, exitCode: 2 });
   return store.write(async (tx) => {
+    await lockKey(tx, 'keys'); // PostgreSQL: trusted-key changes one at a time (each reads what is trusted, then decides)
     const added: string[] = [];
     const unchanged: string[] = [];
     for (const k of list as Jwk[]) {
@@ -245,6 +250,7 @@ export async function refreshUrlKeys(store: Store, now = Date.now()) {
       const problems = list.flatMap((k) => jwkProblems(k).map((p) => `${String((k as Jwk)?.kid ?? '?')} ${p}`));
       if (problems.length) throw new Error(problems.join('; '));
       await store.write(async (tx) => {
+        await lockKey(tx, 'keys');
         r.added = [];
         r.removed = [];
         const have = new Map((await issuerKeys.bySource(tx, issuer, source)).map((k) => [k.kid, k]));
@@ -277,6 +283,7 @@ export async function listKeys(store: Store) {
 
 export function removeKey(store: Store, kid: string) {
   return store.write(async (tx) => {
+    await lockKey(tx, 'keys');
     if (!(await issuerKeys.remove(tx, kid))) throw notFound(`key "${kid}"`);
     await keysChanged(store, tx, kid);
     return { kid, removed: true };

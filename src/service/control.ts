@@ -11,7 +11,7 @@ import { iso } from '../domain/time.js';
 import { checkHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { budgets, controlMessages, periods, revocations, streams } from '../store/streams.js';
-import type { Sql } from '../store/sql.js';
+import { lockKey, type Sql } from '../store/sql.js';
 import type { Deps } from './deps.js';
 
 export const CONTROL_TYP = 'control+jwt';
@@ -69,7 +69,12 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const kind = c.kind as ControlKind;
   const hash = createHash('sha256').update(message).digest('hex');
 
+  // What the write reads and then decides on, serialised among daemons (PostgreSQL keyed locks, one round trip): the
+  // jti (a message applied once) and the thing it changes (a budget's reasons merge, a stream's revocation and its
+  // registration, a subscription's periods). The stream key is the one registration takes (service/streams.ts).
+  const target = kind.startsWith('stream.') ? `stream:${nodeId}:${String(c.stream)}` : kind.startsWith('budget.') ? `budget:${nodeId}:${String(c.budget)}` : `subscription:${nodeId}:${String(c.subscription)}`;
   return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
+    await lockKey(db, `control:${nodeId}:${String(c.jti)}`, target);
     const seen = await controlMessages.get(db, nodeId, c.jti as string);
     if (seen) {
       if (seen.message_hash !== hash) throw no('replayed', `jti ${String(c.jti)} was already used by a different message`);

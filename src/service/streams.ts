@@ -14,7 +14,7 @@ import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, fundingSources, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
-import type { Sql } from '../store/sql.js';
+import { lockKey, writeOne, type Sql } from '../store/sql.js';
 import { Lru } from '../lru.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released' | 'unfunded';
@@ -64,15 +64,24 @@ const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked
 export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): Promise<VerifyResult> {
   const out = (await d.keyring.current()).verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
-  // The same credential again (every paid request of a stream): a read, no write transaction.
-  const known = await streams.getStanding(d.store.q, nodeId, out.claims.result.stream);
+  const c = out.claims.result;
+  // One read: the stream's standing, or (not registered yet) the revocation and budget that registering depends on.
+  const found = await streams.getStandingFor(d.store.q, nodeId, c.stream, c.budget);
+  const known = found.id === null ? undefined : (found as StandingRow & { credential: string });
+  // The same credential again (every paid request of a stream): that read only, no write.
   if (known && known.credential === jws) {
     requireFundingFresh(d, known);
     const refusal = liveRefusal(d, known);
-    return refusal ?? out.claims.result;
+    return refusal ?? c;
   }
-  const c = out.claims.result;
   const source = fundingSource(c.mode, out.claims.claims);
+  if (!known) {
+    const no = notRegistrable(c, found.rev_ahead ? { reason: found.rev_reason } : undefined, found.budget_status);
+    if (no) return no;
+    // A new stream without a funding source: one statement registers it (open: nothing above refused it; a revocation
+    // or a halt committed meanwhile applies from the next read, as if it came just after). Lost a race: below.
+    if (!source && (await writeOne(d.store, (q) => streams.insertIfAbsent(q, streamFields(d, nodeId, jws as string, out.claims, source))))) return c;
+  }
   let check: FundingCheck | undefined;
   if (source && !known && !(await fundingSources.holder(d.store.q, source))) {
     try {
@@ -85,28 +94,39 @@ export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): P
   if (known) requireFundingFresh(d, known);
   return d.store.write(async (tx: Sql): Promise<VerifyResult> => { // group commit: shares one durable commit with concurrent writes
     const r = await register(d, tx, nodeId, jws as string, out.claims, source, check);
-    return r ?? out.claims.result;
+    return r ?? c;
   });
 }
+
+/** A stream is not registered under a revocation that came ahead of it, nor in a budget that is halted or released. */
+function notRegistrable(c: VerifiedClaims['result'], rev: { reason: string | null } | undefined, budget: string | null | undefined): VerifyResult | undefined {
+  if (rev) return { valid: false, refusal: 'revoked', detail: `stream ${c.stream} was revoked${rev.reason ? ` (${rev.reason})` : ''}` };
+  if (budget && budget !== 'active') return { valid: false, refusal: 'budget_halted', detail: `budget ${c.budget} is ${budget}` };
+  return undefined;
+}
+
+const streamFields = (d: Deps, nodeId: string, jws: string, v: VerifiedClaims, source: string | undefined) => {
+  const c = v.result;
+  return {
+    node_id: nodeId, id: c.stream, budget: c.budget, issuer: c.issuer, payer: c.payer, credential_id: c.credentialId, credential: jws,
+    iat: v.iat, exp: v.exp, cap_micro: BigInt(c.capMicro), asset: c.asset, unit_price_micro: BigInt(c.unitPriceMicro),
+    rate_micro_per_s: c.rateMicroPerSecond === null ? null : BigInt(c.rateMicroPerSecond), mode: c.mode,
+    voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now: d.now(), funding_source: source ?? null,
+  };
+};
 
 /** Register or renew the credential's stream; a refusal when live state says no. Call inside a write. */
 async function register(d: Deps, db: Sql, nodeId: string, jws: string, v: VerifiedClaims, source: string | undefined, check: FundingCheck | undefined): Promise<VerifyResult | undefined> {
   const c = v.result;
-  const now = d.now();
-  const rev = await revocations.get(db, nodeId, c.stream);
-  if (rev) return { valid: false, refusal: 'revoked', detail: `stream ${c.stream} was revoked${rev.reason ? ` (${rev.reason})` : ''}` };
-  const b = await budgets.get(db, nodeId, c.budget);
-  if (b && b.status !== 'active') return { valid: false, refusal: 'budget_halted', detail: `budget ${c.budget} is ${b.status}` };
+  // PostgreSQL: one registration or renewal of this stream at a time, among all daemons (the reads below decide the write).
+  await lockKey(db, `stream:${nodeId}:${c.stream}`);
+  const no = notRegistrable(c, await revocations.get(db, nodeId, c.stream), (await budgets.get(db, nodeId, c.budget))?.status);
+  if (no) return no;
   const row = await streams.get(db, nodeId, c.stream);
-  const fields = {
-    node_id: nodeId, id: c.stream, budget: c.budget, issuer: c.issuer, payer: c.payer, credential_id: c.credentialId, credential: jws,
-    iat: v.iat, exp: v.exp, cap_micro: BigInt(c.capMicro), asset: c.asset, unit_price_micro: BigInt(c.unitPriceMicro),
-    rate_micro_per_s: c.rateMicroPerSecond === null ? null : BigInt(c.rateMicroPerSecond), mode: c.mode,
-    voucher_key: JSON.stringify(v.cnf), claims: JSON.stringify(v.claims), now, funding_source: source ?? null,
-  };
+  const fields = streamFields(d, nodeId, jws, v, source);
   if (!row) {
     await streams.insert(db, fields);
-    if (source) await bindSource(db, nodeId, c.stream, source, check, now);
+    if (source) await bindSource(db, nodeId, c.stream, source, check, fields.now);
     return liveRefusal(d, (await streams.getStanding(db, nodeId, c.stream))!);
   }
   if (row.issuer !== c.issuer || row.payer !== c.payer || row.budget !== c.budget || row.asset !== c.asset || row.mode !== c.mode || row.funding_source !== (source ?? null))
@@ -372,36 +392,59 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
     if (!r.valid && r.refusal !== 'unfunded') throw refused('credential_refused', r.refusal, r.detail, { valid: false });
     if (r.valid && r.stream !== id) throw vRefuse('wrong_stream', `the credential is for stream ${r.stream}, not ${id}`);
   }
-  return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
-    const row = await requireStream(db, nodeId, id);
-    requireFundingFresh(d, row);
-    const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
-    const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
-    if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
-    const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
-    if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };
-    const s = standing(d, row);
-    if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { streamStatus: s.status });
-    if (v.units < row.billed_units) throw vRefuse('not_monotone', `voucher units ${v.units} are below the billed ${row.billed_units}`, billed);
-    if (v.amount > row.cap_micro) throw vRefuse('over_cap', `voucher amount ${v.amount} is above the cap ${row.cap_micro}`, { capMicro: row.cap_micro.toString(), ...billed });
-    const cap = capOf(row);
-    if (v.amount > cap)
-      throw vRefuse('over_cap', `voucher amount ${v.amount} is above what the funding source can pay: ${row.funding_source?.startsWith('escrow:') ? 'the channel deposit' : 'the authorization'} is ${cap}`, { capMicro: row.cap_micro.toString(), effectiveCapMicro: cap.toString(), ...billed });
+  const encoded = typeof voucher === 'string' ? voucher : JSON.stringify(voucher);
+  // The common case, without a lock: read the stream, judge the voucher (the signature checked outside any transaction),
+  // then bill it by a conditional update that holds only if the stream is still as read (PostgreSQL: one statement, so
+  // an accepted voucher costs two round trips). Lost to a concurrent change of the stream: judged again on a fresh read.
+  for (let attempt = 0; attempt < 2; attempt++) {
+    const row = await requireStream(d.store.q, nodeId, id);
+    const j = judgeVoucher(d, row, voucher);
+    if (!('v' in j)) return j;
+    if (j.exhausted) break; // reaching the cap also closes the stream and records an event: the locked path below
     const now = d.now();
-    const exhausted = v.amount === row.cap_micro;
-    await streams.bill(db, nodeId, id, v.amount, v.units, encoded, v.iat, now, exhausted);
-    await vouchers.insert(db, { nodeId, stream: id, amount: v.amount, units: v.units, signedAt: v.iat, now, voucher: encoded });
-    if (exhausted)
-      await recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: v.amount.toString() }, now);
-    const remaining = cap - v.amount;
-    return {
-      accepted: true as const,
-      stream: row.id,
-      billedMicro: v.amount.toString(),
-      billedUnits: v.units.toString(),
-      remainingCapMicro: remaining.toString(),
-      exhausted,
-      voucherHash: createHash('sha256').update(encoded).digest('hex'),
-    };
+    const billed = await writeOne(d.store, (q) => streams.billIfUnchanged(q, row, { amount: j.v.amount, units: j.v.units, voucher: encoded, signedAt: j.v.iat, now }));
+    if (billed) return accepted(row, j, encoded);
+  }
+  // The stream's row locked (PostgreSQL: that row only; SQLite: the one writer) from the read to the commit.
+  return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
+    const row = await streams.getLocked(db, nodeId, id);
+    if (!row) throw notFound('stream');
+    const j = judgeVoucher(d, row, voucher);
+    if (!('v' in j)) return j;
+    const now = d.now();
+    await streams.bill(db, nodeId, id, j.v.amount, j.v.units, encoded, j.v.iat, now, j.exhausted);
+    await vouchers.insert(db, { nodeId, stream: id, amount: j.v.amount, units: j.v.units, signedAt: j.v.iat, now, voucher: encoded });
+    if (j.exhausted)
+      await recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: j.v.amount.toString() }, now);
+    return accepted(row, j, encoded);
   });
 }
+
+interface Judged { v: ParsedVoucher; cap: bigint; exhausted: boolean }
+
+/** The voucher against the stream as read: a refusal (thrown), `stale` at or below the billed truth, or what to bill. */
+function judgeVoucher(d: Deps, row: StreamRow, voucher: unknown): Judged | { accepted: false; reason: 'stale'; stream: string; billedMicro: string; billedUnits: string } {
+  requireFundingFresh(d, row);
+  const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
+  if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
+  const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
+  if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };
+  const s = standing(d, row);
+  if (s.status !== 'open') throw vRefuse('not_payable', `stream ${row.id} is not payable: ${s.status}${s.reason ? ` (${s.reason})` : ''}`, { streamStatus: s.status });
+  if (v.units < row.billed_units) throw vRefuse('not_monotone', `voucher units ${v.units} are below the billed ${row.billed_units}`, billed);
+  if (v.amount > row.cap_micro) throw vRefuse('over_cap', `voucher amount ${v.amount} is above the cap ${row.cap_micro}`, { capMicro: row.cap_micro.toString(), ...billed });
+  const cap = capOf(row);
+  if (v.amount > cap)
+    throw vRefuse('over_cap', `voucher amount ${v.amount} is above what the funding source can pay: ${row.funding_source?.startsWith('escrow:') ? 'the channel deposit' : 'the authorization'} is ${cap}`, { capMicro: row.cap_micro.toString(), effectiveCapMicro: cap.toString(), ...billed });
+  return { v, cap, exhausted: v.amount === row.cap_micro };
+}
+
+const accepted = (row: StreamRow, j: Judged, encoded: string) => ({
+  accepted: true as const,
+  stream: row.id,
+  billedMicro: j.v.amount.toString(),
+  billedUnits: j.v.units.toString(),
+  remainingCapMicro: (j.cap - j.v.amount).toString(),
+  exhausted: j.exhausted,
+  voucherHash: createHash('sha256').update(encoded).digest('hex'),
+});

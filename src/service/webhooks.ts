@@ -6,9 +6,9 @@ import { newId } from '../domain/ids.js';
 import { hasControl } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
-import { events as eventsTable, type EventRow } from '../store/events.js';
+import { events as eventsTable, START, type EventPosition, type EventRow } from '../store/events.js';
 import { attempts, deliveries, matches, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
-import type { Sql } from '../store/sql.js';
+import { lockKey, type Sql } from '../store/sql.js';
 import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -86,6 +86,7 @@ export async function createSubscription(d: Deps, nodeId: string, req: CreateSub
     status: 'active' as const, secret: newWebhookSecret(), created_at: now,
   };
   const s = await d.store.write(async (tx) => {
+    await lockKey(tx, `subscriptions:${nodeId}`); // PostgreSQL: the count and the insert, one daemon at a time per node
     const max = d.config.maxSubscriptionsPerNode;
     if ((await subscriptions.countForNode(tx, nodeId)) >= max)
       throw limitExceeded('subscriptions', max, `this node already has ${max} webhook subscriptions (the limit); delete one first`);
@@ -162,6 +163,7 @@ async function requireEvent(q: Sql, nodeId: string, id: string): Promise<EventRo
 /** Queue the event again for every active matching subscription (or just one): a new delivery, same event id. */
 export async function redeliver(d: Deps, nodeId: string, eventId: string, subscriptionId?: string) {
   const out = await d.store.write(async (tx) => {
+    await lockKey(tx, `redeliveries:${nodeId}`); // PostgreSQL: the limit's count and the rows it admits, one at a time per node
     const e = await requireEvent(tx, nodeId, eventId);
     const subs = subscriptionId ? [await requireSubscription(tx, nodeId, subscriptionId)] : await subscriptions.list(tx, nodeId);
     const now = d.now();
@@ -192,6 +194,22 @@ export async function redeliver(d: Deps, nodeId: string, eventId: string, subscr
   return out;
 }
 
+/** An events cursor: base64url of the position, `seq` (SQLite) or `tx.seq` (PostgreSQL: see events.page). */
+const eventCursor = (p: EventPosition) => Buffer.from(p.tx === null ? String(p.seq) : `${p.tx}.${p.seq}`).toString('base64url');
+
+/** Strict: only a cursor this API gave out; anything else is the documented 400. */
+async function readEventCursor(q: Sql, nodeId: string, cursor: string | undefined): Promise<EventPosition> {
+  if (cursor === undefined) return START;
+  const text = Buffer.from(cursor, 'base64url').toString('utf8');
+  const m = /^(?:(\d{1,20})\.)?(\d{1,15})$/.exec(text);
+  const seq = m ? Number(m[2]) : NaN;
+  if (!m || !Number.isSafeInteger(seq) || (m[1] !== undefined && q.dialect !== 'postgres')) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
+  if (m[1] !== undefined) return { tx: m[1], seq };
+  // PostgreSQL, a bare seq (given out before events carried their transaction): from that event's place.
+  if (q.dialect === 'postgres') return { tx: (await eventsTable.txOf(q, nodeId, seq)) ?? '0', seq };
+  return { tx: null, seq };
+}
+
 const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 
 /**
@@ -202,23 +220,21 @@ const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 export async function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
   if (cursor !== undefined && since !== undefined) throw invalidRequest('give cursor or since, not both');
-  // Strict: only a cursor this API gave out (base64url of a decimal position); anything else is the documented 400.
-  const decoded = cursor ? Buffer.from(cursor, 'base64url').toString('utf8') : '0';
-  let after = /^\d{1,15}$/.test(decoded) ? Number(decoded) : NaN;
-  if (!Number.isSafeInteger(after)) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
+  const q = d.store.q;
+  let after = await readEventCursor(q, nodeId, cursor);
   const sinceMs = since === undefined ? undefined : Date.parse(since);
   if (sinceMs !== undefined && (Number.isNaN(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(since!))) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`);
-  if (sinceMs !== undefined) after = (await eventsTable.seqBefore(d.store.q, nodeId, sinceMs)) ?? (await eventsTable.lastSeq(d.store.q, nodeId));
+  if (sinceMs !== undefined) after = (await eventsTable.positionBefore(q, nodeId, sinceMs)) ?? (await eventsTable.lastPosition(q, nodeId));
   const horizon = d.config.retentionMs > 0 ? d.now() - d.config.retentionMs : null;
-  const rows = await eventsTable.page(d.store.q, nodeId, after, limit + 1, type);
+  const rows = await eventsTable.page(q, nodeId, after, limit + 1, type);
   const page = rows.slice(0, limit);
-  const cursorOf = (seq: number) => Buffer.from(String(seq)).toString('base64url');
+  const last = page[page.length - 1];
   return {
     retentionHorizon: horizon === null ? null : iso(horizon),
     sincePruned: sinceMs !== undefined && horizon !== null && sinceMs < horizon,
     data: page.map(envelope),
     // Always a cursor (the last event seen), so a reconciler can poll for what comes next.
-    nextCursor: page.length ? cursorOf(page[page.length - 1]!.seq) : cursor ?? (sinceMs !== undefined ? cursorOf(after) : null),
+    nextCursor: last ? eventCursor({ tx: last.tx ?? null, seq: Number(last.seq) }) : cursor ?? (sinceMs !== undefined ? eventCursor(after) : null),
     hasMore: rows.length > limit,
   };
 }

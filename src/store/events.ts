@@ -23,7 +23,7 @@ export interface RecordedEvent {
 /**
  * Record one event and fan it out to one pending delivery per active matching subscription of the node.
  * Call inside the write of the state change that caused it: all of it commits, or none. The seq comes from the
- * database, in commit order (writes are serialised, whichever daemon makes them).
+ * database (PostgreSQL: with the writing transaction, which orders the node's events for cursors: events.page).
  */
 export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now()): Promise<RecordedEvent> {
   const id = newId('evt');
@@ -38,26 +38,54 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   return e;
 }
 
-export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string }
+export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; tx?: string }
+
+/**
+ * Where a page of the node's events stands. SQLite: the seq (one writer, so events commit in seq order).
+ * PostgreSQL: (tx, seq), the writing transaction first: writes of several daemons commit in any order, and only
+ * transactions below the oldest one still in flight are served, so a later commit never lands behind a cursor.
+ */
+export interface EventPosition { tx: string | null; seq: number }
+export const START: EventPosition = { tx: null, seq: 0 };
 
 // Not `*`: body_v100 is computed when read (a generated column), and these reads only need the 1.1.0 body.
 const COLUMNS = 'seq, id, node_id, type, external_ref, occurred_at, body';
+const PG_COLUMNS = `${COLUMNS}, CAST(tx AS TEXT) AS tx`;
+/** PostgreSQL: committed by every transaction older than the oldest one still running (nothing can appear below it). */
+const VISIBLE = 'tx < pg_snapshot_xmin(pg_current_snapshot())';
+const AFTER = '(tx > CAST(@tx AS xid8) OR (tx = CAST(@tx AS xid8) AND seq > @seq))';
 
 export const events = {
   get: (q: Sql, nodeId: string, id: string) => q.get<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND id = ?`, [nodeId, id]),
-  /** The node's events after `afterSeq`, oldest first (by type: on the (node, type, seq) index). */
-  page: (q: Sql, nodeId: string, afterSeq: number, limit: number, type?: string) =>
-    type
-      ? q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?`, [nodeId, afterSeq, type, limit])
-      : q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?`, [nodeId, afterSeq, limit]),
+  /** The node's events after `after`, oldest first (by type: on the (node, type, …) index). */
+  page: (q: Sql, nodeId: string, after: EventPosition, limit: number, type?: string): Promise<EventRow[]> => {
+    if (q.dialect === 'postgres') {
+      const p = { node: nodeId, tx: after.tx ?? '0', seq: after.seq, limit, type: type ?? null };
+      return type
+        ? q.all<EventRow>(`SELECT ${PG_COLUMNS} FROM events WHERE node_id = @node AND type = @type AND ${AFTER} AND ${VISIBLE} ORDER BY tx, seq LIMIT @limit`, p)
+        : q.all<EventRow>(`SELECT ${PG_COLUMNS} FROM events WHERE node_id = @node AND ${AFTER} AND ${VISIBLE} ORDER BY tx, seq LIMIT @limit`, p);
+    }
+    return type
+      ? q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? AND type = ? ORDER BY seq LIMIT ?`, [nodeId, after.seq, type, limit])
+      : q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND seq > ? ORDER BY seq LIMIT ?`, [nodeId, after.seq, limit]);
+  },
   /** Tests and tools (not a run-time path): walks the node's events. */
   forRef: (q: Sql, nodeId: string, externalRef: string) =>
     q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq`, [nodeId, externalRef]),
-  /** The seq just before the node's first event recorded at or after `time` (a cursor for "since"), on the (node, time) index. */
-  seqBefore: async (q: Sql, nodeId: string, time: number) => {
-    const seq = await q.value<number>('SELECT seq FROM events WHERE node_id = ? AND occurred_at >= ? ORDER BY occurred_at, seq LIMIT 1', [nodeId, time]);
-    return seq === undefined ? undefined : seq - 1;
+  /** The position just before the node's first event recorded at or after `time` (a cursor for "since"), on the (node, time) index. */
+  positionBefore: async (q: Sql, nodeId: string, time: number): Promise<EventPosition | undefined> => {
+    const r = await q.get<{ seq: number; tx?: string }>(
+      `SELECT seq${q.dialect === 'postgres' ? ', CAST(tx AS TEXT) AS tx' : ''} FROM events WHERE node_id = ? AND occurred_at >= ? ORDER BY occurred_at, seq LIMIT 1`, [nodeId, time]);
+    return r === undefined ? undefined : { tx: r.tx ?? null, seq: Number(r.seq) - 1 };
   },
-  /** The node's newest seq (0: none). */
-  lastSeq: async (q: Sql, nodeId: string) => (await q.value<number | null>('SELECT MAX(seq) AS s FROM events WHERE node_id = ?', [nodeId])) ?? 0,
+  /** The node's newest position served (START: none). */
+  lastPosition: async (q: Sql, nodeId: string): Promise<EventPosition> => {
+    if (q.dialect === 'postgres') {
+      const r = await q.get<{ seq: number; tx: string }>(`SELECT seq, CAST(tx AS TEXT) AS tx FROM events WHERE node_id = ? AND ${VISIBLE} ORDER BY tx DESC, seq DESC LIMIT 1`, [nodeId]);
+      return r ? { tx: r.tx, seq: Number(r.seq) } : START;
+    }
+    return { tx: null, seq: (await q.value<number | null>('SELECT MAX(seq) AS s FROM events WHERE node_id = ?', [nodeId])) ?? 0 };
+  },
+  /** PostgreSQL: the writing transaction of the node's event `seq` (a cursor given out before positions had one). */
+  txOf: (q: Sql, nodeId: string, seq: number) => q.value<string>('SELECT CAST(tx AS TEXT) FROM events WHERE node_id = ? AND seq = ?', [nodeId, seq]),
 };

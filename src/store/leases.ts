@@ -18,8 +18,11 @@ export const leases = {
     return r && r.holder === holder ? Number(r.fence) : undefined;
   },
   /** Is the lease still this holder's, under this fence, and running? (Inside the write that depends on it.) */
+  // PostgreSQL: FOR SHARE keeps the row as read until the write commits, so a take-over (an UPDATE of the row) waits
+  // for it: no settlement write commits under a fence that another daemon has already replaced. SQLite: one writer.
   holds: async (tx: Sql, name: string, holder: string, fence: number, now: number): Promise<boolean> =>
-    !!(await tx.get('SELECT 1 FROM leases WHERE name = ? AND holder = ? AND fence = ? AND expires_at > ?', [name, holder, fence, now])),
+    !!(await tx.get(`SELECT 1 FROM leases WHERE name = ? AND holder = ? AND fence = ? AND expires_at > ?${tx.dialect === 'postgres' ? ' FOR SHARE' : ''}`,
+      [name, holder, fence, now])),
   /** Give it up now (a clean stop): another daemon takes over at its next try instead of after the expiry. */
   release: (tx: Sql, name: string, holder: string) => tx.run('UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ?', [name, holder]),
 };

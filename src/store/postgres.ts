@@ -1,6 +1,6 @@
 // The store on PostgreSQL (`--store postgres://…`): several daemons share one database. The SQL the store modules
 // write is the common dialect (src/store/sql.ts); here `?` / `@name` become $n, results come back as SQLite gives
-// them, write() group-commits under one database-wide advisory lock, and invalidations travel by LISTEN/NOTIFY.
+// them, each write() is a transaction of its own (no database-wide lock), and invalidations travel by LISTEN/NOTIFY.
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -23,9 +23,10 @@ export interface PostgresStoreOptions {
 }
 
 const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
-/** pg_advisory_xact_lock keys: every write batch of every daemon, and migrations ('node-svc' in ASCII, + 1). */
-export const WRITE_LOCK_KEY = '7957654319744972643';
+/** pg_advisory_xact_lock key of migrations ('node-svc' in ASCII, + 1). Writes take no database-wide lock. */
 export const MIGRATE_LOCK_KEY = '7957654319744972644';
+/** A write that deadlocked (or failed serialization) runs again, up to this many times in all. */
+const WRITE_RETRIES = 5;
 /** The NOTIFY channel of invalidations. */
 export const CHANNEL = 'node_svc';
 
@@ -285,12 +286,6 @@ interface Runner {
 
 const guarded = new WeakSet<pg.PoolClient>();
 
-interface WriteJob {
-  fn: (tx: Sql) => Promise<unknown>;
-  resolve(v: unknown): void;
-  reject(e: unknown): void;
-}
-
 class PgStore implements PostgresStore {
   readonly dialect = 'postgres' as const;
   readonly description: string;
@@ -299,9 +294,7 @@ class PgStore implements PostgresStore {
   readonly stats = { commits: 0, jobs: 0 };
   readonly #target: Target;
   readonly #pool: pg.Pool;
-  #jobs: WriteJob[] = [];
-  #scheduled = false;
-  #batch: Promise<void> | undefined;
+  readonly #writes = new Set<Promise<void>>();
   #closed = false;
   readonly #readonly: boolean;
   #subscribers = new Set<(inv: Invalidation) => void>();
@@ -342,10 +335,12 @@ class PgStore implements PostgresStore {
         }
       },
     }, () => true);
-    // A run() outside write() is a write like any other: through the group commit and its lock (as on SQLite), so
-    // every write of every daemon is serialised and sequence numbers commit in order, wherever a module calls run().
-    const reads = this.q;
-    this.q = { ...reads, dialect: 'postgres', run: (sql, params) => this.write((tx) => tx.run(sql, params)) };
+    // A run() outside write() is one statement committed on its own (autocommit: one round trip, durable when it
+    // returns). A statement with CTEs can so make a whole guarded write (the hot paths: store/streams.ts).
+    if (opts.readonly) {
+      const reads = this.q;
+      this.q = { ...reads, run: () => Promise.reject(new NodeSvcError('store', 'this store was opened read-only')) };
+    }
   }
 
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
@@ -425,95 +420,54 @@ class PgStore implements PostgresStore {
   write<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new NodeSvcError('store', 'the store is closed'));
     if (this.#readonly) return Promise.reject(new NodeSvcError('store', 'this store was opened read-only'));
-    return new Promise<T>((resolve, reject) => {
-      this.#jobs.push({ fn, resolve: resolve as (v: unknown) => void, reject });
-      this.#schedule();
-    });
-  }
-
-  /** One batch at a time: jobs queued while one runs wait for the next, which starts when it ends. */
-  #schedule(): void {
-    if (this.#scheduled || this.#batch) return;
-    this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
-      const jobs = this.#jobs;
-      this.#jobs = [];
-      if (!jobs.length) return;
-      this.#batch = this.#runBatch(jobs).finally(() => {
-        this.#batch = undefined;
-        if (this.#jobs.length) this.#schedule();
-      });
-    });
+    const p = this.#runWrite(fn);
+    const tracked = p.then(() => undefined, () => undefined);
+    this.#writes.add(tracked);
+    void tracked.then(() => this.#writes.delete(tracked));
+    return p;
   }
 
   /**
-   * BEGIN, the write lock (every daemon's batches are serialised, so a read-modify-write sees all earlier writes and
-   * identities commit in order), each job in its own savepoint (a lone job needs none: the transaction is its own),
-   * COMMIT; then settle the promises. A failure of the batch itself rejects every job: nothing of it committed.
+   * One transaction of its own on a pooled connection, concurrent with every other write of this daemon and of the
+   * others (no database-wide lock): PostgreSQL group-commits concurrent COMMITs in one WAL flush by itself. What two
+   * writes must not both do is guarded where it lives: row locks (FOR UPDATE on the stream), conditional updates,
+   * unique keys, keyed locks (lockKey). A deadlock or serialization failure runs `fn` again in a new transaction (it
+   * awaits only `tx`, so it can), a few times at most.
    */
-  async #runBatch(jobs: WriteJob[]): Promise<void> {
-    const out: Array<{ ok: boolean; v: unknown }> = [];
-    let client: pg.PoolClient | undefined;
-    // Round trips are the cost of a batch: the statements between two jobs travel together (one savepoint's end with
-    // the next one's start, the last one's end with COMMIT). A failed statement skips the rest of its string.
-    const solo = jobs.length === 1;
-    try {
-      client = await this.#connect();
-      await client.query(`BEGIN; SELECT pg_advisory_xact_lock(${WRITE_LOCK_KEY})${solo ? '' : '; SAVEPOINT job'}`);
-      let committed = false;
-      for (let i = 0; i < jobs.length; i++) {
-        const last = i === jobs.length - 1;
-        const next = last ? 'COMMIT' : 'SAVEPOINT job';
-        let live = true;
-        let failure: { err: unknown } | undefined;
-        try {
-          const v = await jobs[i]!.fn(this.#sql(client, () => live));
-          live = false;
-          out.push({ ok: true, v });
-        } catch (err) {
-          live = false;
-          if (solo) throw new JobFailed(err);
-          failure = { err };
-        }
-        if (solo) break;
-        if (!failure) {
+  async #runWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    for (let attempt = 1; ; attempt++) {
+      let client: pg.PoolClient | undefined;
+      let live = true;
+      try {
+        client = await this.#connect();
+        await client.query('BEGIN');
+        const v = await fn(this.#sql(client, () => live));
+        live = false;
+        const res = await client.query('COMMIT');
+        // COMMIT of a transaction in error (a job that swallowed an error of its own) answers ROLLBACK rather than failing.
+        if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
+        client.release();
+        this.stats.commits++;
+        this.stats.jobs++;
+        return v;
+      } catch (err) {
+        live = false;
+        if (client) {
           try {
-            // Fails if the job swallowed an error of its own (the transaction is then in error): the job failed.
-            committed = lastCommand(await client.query(`RELEASE SAVEPOINT job; ${next}`)) === 'COMMIT';
-            continue;
-          } catch (err) {
-            out.pop();
-            failure = { err };
+            await client.query('ROLLBACK');
+            client.release();
+          } catch {
+            client.release(true); // destroy it: its state is unknown
           }
         }
-        // Undo this job only; if even that fails the connection (or transaction) is gone and the batch with it.
-        const res = await client.query(`ROLLBACK TO SAVEPOINT job; RELEASE SAVEPOINT job; ${next}`);
-        committed = lastCommand(res) === 'COMMIT';
-        out.push({ ok: false, v: this.wrap(failure.err) });
-      }
-      if (solo) committed = lastCommand(await client.query('COMMIT')) === 'COMMIT';
-      // COMMIT of a transaction in error answers ROLLBACK rather than failing.
-      if (!committed) throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
-    } catch (err) {
-      if (client) {
-        try {
-          await client.query('ROLLBACK');
-          client.release();
-        } catch {
-          client.release(true); // destroy it: its state is unknown
+        const code = (err as { code?: unknown })?.code;
+        if ((code === '40P01' || code === '40001') && attempt < WRITE_RETRIES) {
+          await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
+          continue;
         }
-        client = undefined;
+        throw this.wrap(err);
       }
-      const e = this.wrap(err instanceof JobFailed ? err.cause : err);
-      for (const j of jobs) j.reject(e);
-      return;
-    } finally {
-      client?.release();
     }
-    this.stats.commits++;
-    this.stats.jobs += jobs.length;
-    for (let i = 0; i < jobs.length; i++) (out[i]!.ok ? jobs[i]!.resolve : jobs[i]!.reject)(out[i]!.v);
   }
 
   async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
@@ -565,11 +519,8 @@ class PgStore implements PostgresStore {
 
   async close(): Promise<void> {
     if (this.#closed) return;
-    // Queued writes still run: close() after the last write() loses nothing.
-    while (this.#batch || this.#scheduled || this.#jobs.length) {
-      if (this.#batch) await this.#batch;
-      else await new Promise((r) => setImmediate(r));
-    }
+    // Writes under way still finish: close() after the last write() loses nothing.
+    while (this.#writes.size) await Promise.all([...this.#writes]);
     this.#closed = true;
     await this.#listener?.close();
     await this.#pool.end();
@@ -640,14 +591,6 @@ class PgStore implements PostgresStore {
       hint: 'check the store URL (host, port, database, user, password, sslmode) and that the server is up',
     });
   }
-}
-
-/** The command tag of the last statement of a (possibly multi-statement) query. */
-const lastCommand = (res: pg.QueryResult | pg.QueryResult[]): string | null => (Array.isArray(res) ? res[res.length - 1]!.command : res.command);
-
-/** Thrown through the batch when a lone job fails: the job's own error, not a failure of the batch. */
-class JobFailed {
-  constructor(readonly cause: unknown) {}
 }
 
 /**

@@ -37,14 +37,17 @@ export interface Store {
   readonly description: string;
   /** The data dir (SQLite's home; with PostgreSQL, only for files such as the dev sandbox state). */
   readonly dataDir: string;
-  /** Reads see committed data only. A run() outside write() is one statement committed on its own. */
+  /** Reads see committed data only. A run() (or a get() of a writing statement) outside write() is one statement committed on its own. */
   readonly q: Sql;
   /**
-   * Group commit: run `fn` in the next shared write transaction and resolve after that transaction is durably
-   * committed. `fn` runs in its own savepoint: if it throws, only its changes are undone and only its promise
-   * rejects. Writes are serialised database-wide (SQLite's writer lock; PostgreSQL: one advisory lock taken by
-   * each batch), so a read-modify-write in `fn` sees every write committed before it, from any daemon, and
-   * event sequence numbers commit in order. `fn` must await only `tx`, never the network.
+   * Run `fn` in a write transaction and resolve after it is durably committed; if `fn` throws, none of its changes
+   * are kept and only its promise rejects. `fn` must await only `tx`, never the network (it may run again: below).
+   * - SQLite: group commit. Jobs share one transaction (each in its own savepoint) and one fsync; the single writer
+   *   serialises everything, so a read-modify-write sees every earlier write.
+   * - PostgreSQL: a transaction of its own, concurrent with every other write of every daemon (no database-wide
+   *   lock; the server group-commits concurrent COMMITs itself). Reads see what was committed when each statement
+   *   began: a read-modify-write guards what it depends on with a row lock (`forUpdate`), a keyed lock (`lockKey`),
+   *   a conditional update or a unique key. A deadlock runs `fn` again in a new transaction.
    */
   write<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
   /**
@@ -61,3 +64,22 @@ export interface Store {
   readonly stats: { commits: number; jobs: number };
   close(): Promise<void>;
 }
+
+/**
+ * Serialise the writes of one thing (a stream not yet registered, a node's subscriptions) among daemons: PostgreSQL
+ * holds a keyed advisory lock until the transaction ends; SQLite's single writer already serialises. Inside write().
+ */
+export async function lockKey(tx: Sql, ...keys: string[]): Promise<void> {
+  // Several keys: taken in the order given, in one round trip (callers name the narrower one first, always the same way).
+  if (tx.dialect === 'postgres')
+    await tx.value(`SELECT ${keys.map(() => 'pg_advisory_xact_lock(hashtextextended(CAST(? AS TEXT), 0))').join(', ')}`, keys);
+}
+
+/** PostgreSQL: lock the rows read (of `alias` only, in a join) until the transaction ends. SQLite: nothing (one writer). */
+export const forUpdate = (q: Sql, alias?: string) => (q.dialect === 'postgres' ? ` FOR UPDATE${alias ? ` OF ${alias}` : ''}` : '');
+
+/**
+ * A write that PostgreSQL makes in one statement (a CTE where it takes several rows): run there on its own, one round
+ * trip, durable when it returns, no BEGIN/COMMIT. SQLite runs `fn` as a job of the group commit (it may take several).
+ */
+export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.dialect === 'postgres' ? fn(store.q) : store.write(fn));

@@ -1,6 +1,6 @@
 // Streams, vouchers, revocations, budgets, payer subscription periods, control facts: the only SQL for them.
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
-import type { Sql } from './sql.js';
+import { forUpdate, type Sql } from './sql.js';
 
 export type FundingStatus = 'none' | 'pending' | 'funded' | 'unfunded';
 
@@ -117,6 +117,21 @@ const toStreams = (rows: Record<string, unknown>[]) => rows.map((r) => toStream(
 
 export const streams = {
   get: async (q: Sql, nodeId: string, id: string) => toStream(await q.get(`${LIVE} WHERE s.node_id = ? AND s.id = ?`, [nodeId, id], true)),
+  /** The stream, locked until the write ends (PostgreSQL: its row only; SQLite: one writer). Inside a write. */
+  getLocked: async (tx: Sql, nodeId: string, id: string) => toStream(await tx.get(`${LIVE} WHERE s.node_id = ? AND s.id = ?${forUpdate(tx, 's')}`, [nodeId, id], true)),
+  /**
+   * The standing of the stream a credential names, and when it is not registered yet, what registering it depends on:
+   * a revocation ahead of it and the status of the budget it names (one read either way; `id` null: not registered).
+   */
+  getStandingFor: async (q: Sql, nodeId: string, id: string, budget: string) => {
+    const r = await q.get(`SELECT ${NARROW_COLUMNS.replace(/s\.node_id, /, '')}, k.node_id, s.credential, ${STANDING_COLUMNS}
+      FROM (SELECT CAST(? AS TEXT) AS node_id, CAST(? AS TEXT) AS id, CAST(? AS TEXT) AS budget) k
+      LEFT JOIN streams s ON s.node_id = k.node_id AND s.id = k.id
+      LEFT JOIN revocations r ON r.node_id = k.node_id AND r.stream = k.id
+      LEFT JOIN budgets b ON b.node_id = k.node_id AND b.id = COALESCE(s.budget, k.budget)`, [nodeId, id, budget], true);
+    if (r && r.exp !== null) r.exp = Number(r.exp);
+    return r as (Omit<StandingRow, 'id'> & { id: string | null; credential: string | null });
+  },
   getStanding: async (q: Sql, nodeId: string, id: string) => {
     const r = await q.get(STANDING, [nodeId, id], true);
     if (r) r.exp = Number(r.exp);
@@ -134,6 +149,40 @@ export const streams = {
       VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
       @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, @funding_status)`,
       { ...s, funding_status: s.funding_source === null ? 'none' : 'pending' } as unknown as Record<string, unknown>),
+  /** Register a stream unless it is registered already (true: this call did). One statement (see writeOne). */
+  insertIfAbsent: async (q: Sql, s: NewStream) =>
+    (await q.get(`INSERT INTO streams(node_id, id, budget, issuer, payer, credential_id, credential, iat, exp, cap_micro, asset, unit_price_micro,
+      rate_micro_per_s, mode, voucher_key, claims, created_at, updated_at, funding_source, funding_status)
+      VALUES (@node_id, @id, @budget, @issuer, @payer, @credential_id, @credential, @iat, @exp, @cap_micro, @asset, @unit_price_micro,
+      @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, @funding_status) ON CONFLICT DO NOTHING RETURNING id`,
+      { ...s, funding_status: s.funding_source === null ? 'none' : 'pending' } as unknown as Record<string, unknown>)) !== undefined,
+  /**
+   * Bill a voucher when the stream is still as `seen` read it (the billed truth, the last change, the caps and funding
+   * it was judged by, and no revocation or halted budget since): a conditional update, so two vouchers of one stream
+   * never both win and the billed truth never goes down, with no lock held between the read and the write.
+   * PostgreSQL: one statement (the update and the voucher's row, CTE), run on its own (writeOne); SQLite: two, in a
+   * write. False: the stream changed meanwhile (read it again).
+   */
+  billIfUnchanged: async (q: Sql, seen: StreamRow, v: { amount: bigint; units: bigint; voucher: string; signedAt: number; now: number }) => {
+    const p = {
+      node: seen.node_id, id: seen.id, amount: v.amount, units: v.units, voucher: v.voucher, signedAt: v.signedAt, now: v.now,
+      billed: seen.billed_micro, billedUnits: seen.billed_units, updated: seen.updated_at, cap: seen.cap_micro,
+      funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n,
+    };
+    const update = `UPDATE streams SET billed_micro = @amount, billed_units = @units, billed_voucher = @voucher, billed_signed_at = @signedAt, updated_at = @now
+      WHERE node_id = @node AND id = @id AND status = 'open' AND billed_micro = @billed AND billed_units = @billedUnits AND updated_at = @updated
+        AND cap_micro = @cap AND funding_status = @funding AND COALESCE(funding_limit_micro, -1) = @limit
+        AND NOT EXISTS (SELECT 1 FROM revocations r WHERE r.node_id = @node AND r.stream = @id)
+        AND NOT EXISTS (SELECT 1 FROM budgets b WHERE b.node_id = @node AND b.id = streams.budget AND b.status != 'active')`;
+    if (q.dialect === 'postgres')
+      return (await q.get(`WITH billed AS (${update} RETURNING node_id, id)
+        INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher)
+        SELECT node_id, id, CAST(@amount AS BIGINT), CAST(@units AS BIGINT), CAST(@signedAt AS BIGINT), CAST(@now AS BIGINT), CAST(@voucher AS TEXT) FROM billed
+        RETURNING 1 AS ok`, p)) !== undefined;
+    if (!(await q.run(update, p))) return false;
+    await vouchers.insert(q, { nodeId: seen.node_id, stream: seen.id, amount: v.amount, units: v.units, signedAt: v.signedAt, now: v.now, voucher: v.voucher });
+    return true;
+  },
   /** A newer credential renews the stream: its cap never drops below what is already billed. */
   renew: (q: Sql, s: NewStream) =>
     q.run(`UPDATE streams SET credential_id = @credential_id, credential = @credential, iat = @iat, exp = @exp,

@@ -11,7 +11,7 @@ import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
-import type { Invalidation } from '../../src/store/sql.js';
+import { forUpdate, lockKey, type Invalidation } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -97,26 +97,36 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
   });
 
   describe('write()', () => {
-    it('runs the jobs of one turn in ONE transaction and one commit', async () => {
+    it('runs each write as a transaction of its own, concurrently: one held open does not stop the others (no global lock)', async () => {
       const s = await openAt(await freshDb());
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
       const before = { ...s.stats };
-      const results = await Promise.all(
-        Array.from({ length: 20 }, (_, i) => s.write(async (tx) => {
-          await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [i]);
-          return i;
+      // Job 0 holds its transaction open until the 19 others have committed: under a database-wide write lock (or
+      // one batch at a time) they would wait for it, and this would never resolve.
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      const first = s.write(async (tx) => {
+        await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [0]);
+        await held; // (a test only: a write must await nothing but tx)
+        return 0;
+      });
+      const rest = await Promise.all(
+        Array.from({ length: 19 }, (_, i) => s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [i + 1]);
+          return i + 1;
         })),
       );
-      expect(results).toEqual(Array.from({ length: 20 }, (_, i) => i));
-      expect(s.stats.commits - before.commits).toBe(1);
-      expect(s.stats.jobs - before.jobs).toBe(20);
-      const txs = await s.q.all<{ tx: string }>('SELECT DISTINCT tx FROM w');
-      expect(txs).toHaveLength(1);
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(20);
-      // A run() outside write() is a write like any other: its own job of the group commit.
+      expect(rest).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(19); // committed while job 0 is still open
+      release();
+      expect(await first).toBe(0);
+      expect(s.stats.commits - before.commits).toBe(20);
+      expect(await s.q.value('SELECT COUNT(DISTINCT tx) FROM w')).toBe(20);
+      // A run() outside write() is one statement committed on its own (autocommit), not a write job.
       const mid = { ...s.stats };
       expect(await s.q.run('DELETE FROM w WHERE id < ?', [5])).toBe(5);
-      expect(s.stats.jobs - mid.jobs).toBe(1);
+      expect(s.stats.jobs - mid.jobs).toBe(0);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(15);
     });
 
     it('rolls back a throwing job alone (its own error), the others commit', async () => {
@@ -141,7 +151,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
       expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
       expect(await s.q.all('SELECT id FROM w ORDER BY id')).toEqual([{ id: 1 }, { id: 3 }]);
-      // The same when the swallowing job is the batch's last (its savepoint's end travels with COMMIT).
+      // The same when the swallowing job runs beside another (each is its own transaction).
       const tail = await Promise.allSettled([
         s.write((tx) => tx.run('INSERT INTO w(id) VALUES (10)')),
         s.write(async (tx) => {
@@ -164,41 +174,74 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await expect(kept!.run('INSERT INTO w(id) VALUES (5)')).rejects.toThrow(/transaction has ended/);
     });
 
-    it('rejects every job of a batch whose connection dies, and none of it is committed', async () => {
+    it('rejects the job whose connection dies, commits nothing of it, and the others commit', async () => {
       const s = await openAt(await freshDb());
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
       const settled = await Promise.allSettled([
         s.write((tx) => tx.run('INSERT INTO w(id) VALUES (1)')),
-        s.write((tx) => tx.value('SELECT pg_terminate_backend(pg_backend_pid())')),
-        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (2)')),
+        s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id) VALUES (2)');
+          await tx.value('SELECT pg_terminate_backend(pg_backend_pid())');
+        }),
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (3)')),
       ]);
-      expect(settled.map((r) => r.status)).toEqual(['rejected', 'rejected', 'rejected']);
-      const err = (settled[0] as PromiseRejectedResult).reason as NodeSvcError;
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      const err = (settled[1] as PromiseRejectedResult).reason as NodeSvcError;
       expect(err).toBeInstanceOf(NodeSvcError);
       expect(err.code).toBe('unavailable');
       expect(err.status).toBe(503);
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0);
+      expect(await s.q.all('SELECT id FROM w ORDER BY id', [], true)).toEqual([{ id: 1n }, { id: 3n }]);
       // The store goes on with a new connection.
-      await s.write((tx) => tx.run('INSERT INTO w(id) VALUES (3)'));
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(1);
+      await s.write((tx) => tx.run('INSERT INTO w(id) VALUES (4)'));
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(3);
     });
 
-    it('serialises writes across two stores: 200 read-modify-write increments from each end make exactly +400', async () => {
+    it('a read-modify-write guarded by its row lock (forUpdate) from two stores: 200 increments from each end make exactly +400', async () => {
       const url = await freshDb();
       const a = await openAt(url);
       const b = await openAt(url);
       await a.q.run('CREATE TABLE counter (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
-      await a.q.run('INSERT INTO counter(id, n) VALUES (1, 0)');
-      const bump = (s: PostgresStore) => s.write(async (tx) => {
-        const n = await tx.value<bigint>('SELECT n FROM counter WHERE id = 1', [], true);
-        await tx.run('UPDATE counter SET n = ? WHERE id = 1', [n! + 1n]);
+      await a.q.run('INSERT INTO counter(id, n) VALUES (1, 0), (2, 0)');
+      const bump = (s: PostgresStore, id: number) => s.write(async (tx) => {
+        const n = await tx.value<bigint>(`SELECT n FROM counter WHERE id = ?${forUpdate(tx)}`, [id], true);
+        await tx.run('UPDATE counter SET n = ? WHERE id = ?', [n! + 1n, id]);
+      });
+      // The same under a keyed lock (lockKey), for what has no row yet.
+      const bumpKeyed = (s: PostgresStore) => s.write(async (tx) => {
+        await lockKey(tx, 'counter:2');
+        const n = await tx.value<bigint>('SELECT n FROM counter WHERE id = 2', [], true);
+        await tx.run('UPDATE counter SET n = ? WHERE id = 2', [n! + 1n]);
       });
       const jobs: Promise<void>[] = [];
-      for (let i = 0; i < 200; i++) jobs.push(bump(a), bump(b));
+      for (let i = 0; i < 200; i++) jobs.push(bump(a, 1), bump(b, 1), bumpKeyed(a), bumpKeyed(b));
       await Promise.all(jobs);
-      expect(await a.q.value('SELECT n FROM counter WHERE id = 1', [], true)).toBe(400n);
+      expect(await a.q.all('SELECT id, n FROM counter ORDER BY id', [], true)).toEqual([{ id: 1n, n: 400n }, { id: 2n, n: 400n }]);
       expect(a.stats.commits).toBeGreaterThan(0);
       expect(b.stats.commits).toBeGreaterThan(0);
+    });
+
+    it('runs a write again after a deadlock (the database picks a victim; both end up committed)', async () => {
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      await a.q.run('CREATE TABLE pair (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
+      await a.q.run('INSERT INTO pair(id, n) VALUES (1, 0), (2, 0)');
+      let runs = 0;
+      // Opposite lock orders, each waiting for the other to hold its first row: one of them is chosen as the victim.
+      let aHolds!: () => void;
+      let bHolds!: () => void;
+      const aHeld = new Promise<void>((r) => { aHolds = r; });
+      const bHeld = new Promise<void>((r) => { bHolds = r; });
+      const cross = (s: PostgresStore, first: number, second: number, holds: () => void, other: Promise<void>) => s.write(async (tx) => {
+        runs++;
+        await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [first]);
+        holds();
+        await other;
+        await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [second]);
+      });
+      await Promise.all([cross(a, 1, 2, aHolds, bHeld), cross(b, 2, 1, bHolds, aHeld)]);
+      expect(runs).toBe(3); // two, and the victim's second run
+      expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
     });
   });
 
@@ -229,7 +272,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(new Set(claimed.map(([, w]) => w[0])).size).toBe(2); // both stores claimed some
     });
 
-    it('does not take the write lock (a write batch elsewhere does not block it) and rolls back on throw', async () => {
+    it('is not blocked by a write held open elsewhere, and rolls back on throw', async () => {
       const url = await freshDb();
       const a = await openAt(url);
       const b = await openAt(url);
@@ -238,7 +281,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const held = new Promise<void>((r) => { release = r; });
       let writing!: () => void;
       const inBatch = new Promise<void>((r) => { writing = r; });
-      // a's batch holds the write lock until b's transaction is done; if transaction() took that lock, neither ends.
+      // a's write stays open until b's transaction is done; were there a lock shared by the two, neither would end.
       const w = a.write(async (tx) => {
         await tx.run('INSERT INTO t(id) VALUES (1)');
         writing();
@@ -314,7 +357,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(110);
+      expect(LATEST).toBe(120);
       expect(await s.q.value("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'leases'")).toBe(1);
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('kept', 1)");
       const again = await openAt(url);
@@ -367,7 +410,8 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect([...pgCols.keys()].sort()).toEqual([...liteCols.keys()].sort());
       for (const [table, cols] of liteCols) {
         // SQLite's rowid is implicit; the tables whose SQL walks it have a real column of that name here.
-        const extra = ['deliveries', 'delivery_attempts'].includes(table) ? ['rowid'] : [];
+        // events.tx: the writing transaction, for cursors without a global write lock (migration 0120; SQLite has one writer).
+        const extra = ['deliveries', 'delivery_attempts'].includes(table) ? ['rowid'] : table === 'events' ? ['tx'] : [];
         expect([...pgCols.get(table)!].sort(), table).toEqual([...cols, ...extra].sort());
       }
     });

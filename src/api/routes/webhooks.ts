@@ -132,7 +132,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       method: 'get', path: '/v1/events', tags: ['events'], security, operationId: 'listEvents', summary: "The caller's events, oldest first, for reconciliation",
       request: {
         query: Page.extend({
-          cursor: z.string().regex(/^[A-Za-z0-9_-]{1,32}$/).optional().openapi({
+          cursor: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional().openapi({
             param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page; a cursor this API did not give out is 400 invalid_request' },
           }),
           type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }),
