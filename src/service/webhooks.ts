@@ -234,7 +234,7 @@ export async function listEvents(d: Deps, nodeId: string, cursor: string | undef
     sincePruned: sinceMs !== undefined && horizon !== null && sinceMs < horizon,
     data: page.map(envelope),
     // Always a cursor (the last event seen), so a reconciler can poll for what comes next.
-    nextCursor: last ? eventCursor({ tx: last.tx ?? null, seq: Number(last.seq) }) : cursor ?? (sinceMs !== undefined ? eventCursor(after) : null),
+    nextCursor: last ? eventCursor({ tx: last.xact ?? null, seq: Number(last.seq) }) : cursor ?? (sinceMs !== undefined ? eventCursor(after) : null),
     hasMore: rows.length > limit,
   };
 }

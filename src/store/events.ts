@@ -38,7 +38,7 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   return e;
 }
 
-export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; tx?: string }
+export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; xact?: string }
 
 /**
  * Where a page of the node's events stands. SQLite: the seq (one writer, so events commit in seq order).
@@ -50,9 +50,12 @@ export const START: EventPosition = { tx: null, seq: 0 };
 
 // Not `*`: body_v100 is computed when read (a generated column), and these reads only need the 1.1.0 body.
 const COLUMNS = 'seq, id, node_id, type, external_ref, occurred_at, body';
-const PG_COLUMNS = `${COLUMNS}, CAST(tx AS TEXT) AS tx`;
+// The writing transaction as text (a JS number cannot hold every xid8), named apart: ORDER BY tx must sort the xid8.
+const PG_COLUMNS = `${COLUMNS}, CAST(tx AS TEXT) AS xact`;
 /** PostgreSQL: committed by every transaction older than the oldest one still running (nothing can appear below it). */
 const VISIBLE = 'tx < pg_snapshot_xmin(pg_current_snapshot())';
+/** How far apart in time two events of overlapping write transactions can be recorded, at most (writes await only the database). */
+const SINCE_WINDOW_MS = 10_000;
 const AFTER = '(tx > CAST(@tx AS xid8) OR (tx = CAST(@tx AS xid8) AND seq > @seq))';
 
 export const events = {
@@ -72,17 +75,29 @@ export const events = {
   /** Tests and tools (not a run-time path): walks the node's events. */
   forRef: (q: Sql, nodeId: string, externalRef: string) =>
     q.all<EventRow>(`SELECT ${COLUMNS} FROM events WHERE node_id = ? AND external_ref = ? ORDER BY seq`, [nodeId, externalRef]),
-  /** The position just before the node's first event recorded at or after `time` (a cursor for "since"), on the (node, time) index. */
+  /**
+   * The position just before the node's first event recorded at or after `time` (a cursor for "since"), on the (node,
+   * time) index. PostgreSQL: "first" in cursor order, (tx, seq), which is not quite time order when writes overlap:
+   * the lowest position among the events of the first SINCE_WINDOW_MS from `time` and the first event after it (an
+   * event of that window in a transaction that began before the first one's is not skipped).
+   */
   positionBefore: async (q: Sql, nodeId: string, time: number): Promise<EventPosition | undefined> => {
-    const r = await q.get<{ seq: number; tx?: string }>(
-      `SELECT seq${q.dialect === 'postgres' ? ', CAST(tx AS TEXT) AS tx' : ''} FROM events WHERE node_id = ? AND occurred_at >= ? ORDER BY occurred_at, seq LIMIT 1`, [nodeId, time]);
-    return r === undefined ? undefined : { tx: r.tx ?? null, seq: Number(r.seq) - 1 };
+    if (q.dialect === 'postgres') {
+      const r = await q.get<{ seq: number; xact: string }>(`SELECT seq, CAST(tx AS TEXT) AS xact FROM (
+          (SELECT seq, tx FROM events WHERE node_id = @node AND occurred_at >= @time ORDER BY occurred_at, seq LIMIT 1)
+          UNION ALL
+          (SELECT seq, tx FROM events WHERE node_id = @node AND occurred_at >= @time AND occurred_at < @until)
+        ) e ORDER BY tx, seq LIMIT 1`, { node: nodeId, time, until: time + SINCE_WINDOW_MS });
+      return r === undefined ? undefined : { tx: r.xact, seq: Number(r.seq) - 1 };
+    }
+    const seq = await q.value<number>('SELECT seq FROM events WHERE node_id = ? AND occurred_at >= ? ORDER BY occurred_at, seq LIMIT 1', [nodeId, time]);
+    return seq === undefined ? undefined : { tx: null, seq: Number(seq) - 1 };
   },
   /** The node's newest position served (START: none). */
   lastPosition: async (q: Sql, nodeId: string): Promise<EventPosition> => {
     if (q.dialect === 'postgres') {
-      const r = await q.get<{ seq: number; tx: string }>(`SELECT seq, CAST(tx AS TEXT) AS tx FROM events WHERE node_id = ? AND ${VISIBLE} ORDER BY tx DESC, seq DESC LIMIT 1`, [nodeId]);
-      return r ? { tx: r.tx, seq: Number(r.seq) } : START;
+      const r = await q.get<{ seq: number; xact: string }>(`SELECT seq, CAST(tx AS TEXT) AS xact FROM events WHERE node_id = ? AND ${VISIBLE} ORDER BY tx DESC, seq DESC LIMIT 1`, [nodeId]);
+      return r ? { tx: r.xact, seq: Number(r.seq) } : START;
     }
     return { tx: null, seq: (await q.value<number | null>('SELECT MAX(seq) AS s FROM events WHERE node_id = ?', [nodeId])) ?? 0 };
   },

@@ -14,6 +14,8 @@ import { cliFor, json, runCli, tempDataDir, type TempDataDir } from '../helpers/
 import { clientOf, http, startDaemon, type DaemonOptions, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, publicJwks, signCompact, writeJwks, type KeyPair } from '../helpers/issuer.js';
 import { outage } from '../helpers/pg-outage.js';
+import { recordEvent } from '../../src/store/events.js';
+import { openPostgresStore } from '../../src/store/postgres.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { ack, always, slow, startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver } from '../helpers/receiver.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -631,5 +633,59 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     expect(tailed).toEqual(listA.slice(made.length));
     expect([...tailed].sort()).toEqual([...burst].sort());
     summary({ test: 'order', sequential: made.length, concurrent: burst.length, pagesCompared: pa.length, tailed: tailed.length });
+  });
+
+  it('a write held open while later ones commit: GET /v1/events serves nothing past it (not even through the other daemon), then pages through both with nothing skipped; since= finds it too', async () => {
+    const c = await cluster('held', 2);
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const get = async (d: RunningDaemon, q: string) => {
+      const r = await clientOf(d.url, c.token).get(`/v1/events?${q}`);
+      expect(r.status, r.text).toBe(200);
+      return r.body as { data: Array<{ id: string }>; nextCursor: string | null; hasMore: boolean };
+    };
+    const before = await produce({ daemons: [a], token: c.token, messages: [controlFact(), controlFact()], parallel: 1 });
+    const start = await get(a, 'limit=10');
+    expect(start.data.map((e) => e.id)).toEqual(before);
+    const since = new Date(Date.now()).toISOString();
+
+    // A third writer (the daemons' own store code, on the same database) records an event and holds its transaction
+    // open: its seq is lower than those of the events the daemons commit meanwhile.
+    const store = later(await openPostgresStore(c.url, { dataDir: join(c.dirs[0]!.root, 'held') }), (s) => s.close());
+    let release!: () => void;
+    const gate = new Promise<void>((r) => { release = r; });
+    let recorded!: (seq: number) => void;
+    const heldSeq = new Promise<number>((r) => { recorded = r; });
+    const held = store.write(async (tx) => {
+      const e = await recordEvent(tx, 'node-a', 'budget.halted', 'budget:held', { budget: 'held', reason: 'anomaly' });
+      recorded(e.seq);
+      await gate; // a test only: a real write awaits nothing but tx
+      return e.id;
+    });
+    const lowSeq = await heldSeq;
+    const after = await produce({ daemons: [a, b], token: c.token, messages: [controlFact(), controlFact(), controlFact()], parallel: 1 });
+    const db = await dbOf(c.url);
+    const seqs = (await db.query('SELECT id, seq FROM events WHERE id = ANY($1)', [after])).rows.map((r) => Number(r.seq));
+    expect(Math.min(...seqs)).toBeGreaterThan(lowSeq); // they commit first with higher seqs: what a seq cursor would skip
+
+    // Meanwhile neither daemon serves anything past the open transaction, whatever the cursor or filter.
+    for (const d of [a, b]) {
+      const tail = await get(d, `limit=10&cursor=${start.nextCursor}`);
+      expect(tail.data).toEqual([]);
+      expect(tail.nextCursor).toBe(start.nextCursor);
+      expect((await get(d, 'limit=10')).data.map((e) => e.id)).toEqual(before);
+      expect((await get(d, `limit=10&since=${since}`)).data).toEqual([]);
+    }
+
+    release();
+    const heldId = await held;
+    // Now the held event comes first (its transaction is older), then the three: each exactly once, from the old cursor.
+    const rest = await get(b, `limit=10&cursor=${start.nextCursor}`);
+    expect(rest.data.map((e) => e.id)).toEqual([heldId, ...after]);
+    expect((await get(a, 'limit=10')).data.map((e) => e.id)).toEqual([...before, heldId, ...after]);
+    expect((await get(a, `limit=10&since=${since}`)).data.map((e) => e.id)).toEqual([heldId, ...after]);
+    // A cursor from the middle continues with what follows it, on either daemon.
+    const two = await get(a, `limit=2&cursor=${start.nextCursor}`);
+    expect(two.data.map((e) => e.id)).toEqual([heldId, after[0]]);
+    expect((await get(b, `limit=10&cursor=${two.nextCursor}`)).data.map((e) => e.id)).toEqual(after.slice(1));
   });
 });
