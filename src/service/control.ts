@@ -5,12 +5,12 @@ import { ALLOWED_ALGORITHMS } from '../domain/credential.js';
 import { parseMicro } from '../domain/amount.js';
 import { refused } from '../domain/errors.js';
 import { HALT_REASONS, type EventKind } from '../domain/events.js';
-import { EXTERNAL_ID_RE } from '../domain/ids.js';
+import { EXTERNAL_ID_RE, newId } from '../domain/ids.js';
 import type { ControlRefusal } from '../domain/refusals.js';
 import { iso } from '../domain/time.js';
 import { checkHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
-import { budgets, controlMessages, periods, revocations, streams } from '../store/streams.js';
+import { budgets, controlMessages, periods, streams } from '../store/streams.js';
 import { lockKey, type Sql } from '../store/sql.js';
 import type { Deps } from './deps.js';
 
@@ -69,87 +69,114 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const kind = c.kind as ControlKind;
   const hash = createHash('sha256').update(message).digest('hex');
 
-  // What the write reads and then decides on, serialised among daemons (PostgreSQL keyed locks, one round trip): the
-  // jti (a message applied once) and the thing it changes (a budget's reasons merge, a stream's revocation and its
-  // registration, a subscription's periods). The stream key is the one registration takes (service/streams.ts).
-  const target = kind.startsWith('stream.') ? `stream:${nodeId}:${String(c.stream)}` : kind.startsWith('budget.') ? `budget:${nodeId}:${String(c.budget)}` : `subscription:${nodeId}:${String(c.subscription)}`;
-  return d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
-    await lockKey(db, `control:${nodeId}:${String(c.jti)}`, target);
-    const seen = await controlMessages.get(db, nodeId, c.jti as string);
-    if (seen) {
-      if (seen.message_hash !== hash) throw no('replayed', `jti ${String(c.jti)} was already used by a different message`);
-      return { applied: false, duplicate: true, kind, eventId: seen.event_id };
-    }
-    const now = d.now();
-    let type: EventKind = kind;
-    let ref: string;
-    let data: Record<string, unknown>;
-    switch (kind) {
-      case 'stream.revoked': {
-        const stream = id(c, 'stream');
-        const reason = c.reason === undefined ? null : String(c.reason).slice(0, 256);
-        await revocations.insert(db, nodeId, stream, reason, now);
-        const row = await streams.get(db, nodeId, stream);
-        if (row) await streams.setStatus(db, nodeId, stream, 'revoked', reason, now);
-        ref = `stream:${stream}`;
-        data = { stream, ...(row ? { budget: row.budget } : {}), ...(reason !== null ? { reason } : {}) };
-        break;
+  // What the message does, its claims checked before anything is written: `effect` changes the state (issuing its first
+  // statement at once) and says what event to record.
+  const effect = plan(nodeId, kind, c);
+  // A message applies once: its jti is claimed by the insert of its control_messages row, issued together with the
+  // effect's first statements (PostgreSQL: BEGIN, the claim and those travel in one packet; a concurrent claim of the
+  // same jti waits for this one to end, then finds it). A claim that finds the jti taken rolls everything back.
+  // A budget's reasons merge and a subscription's latest period are read and then written: those take a keyed lock
+  // on the thing first (one per budget or subscription, never database-wide). A revocation needs none.
+  const eventId = newId('evt');
+  try {
+    return await d.store.write(async (db: Sql) => { // group commit: shares one durable commit with concurrent writes
+      const now = d.now();
+      const [claimed, e] = await Promise.all([
+        controlMessages.claim(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId, now }),
+        effect(db, now),
+      ]);
+      if (!claimed) {
+        const seen = (await controlMessages.get(db, nodeId, c.jti as string))!;
+        if (seen.message_hash !== hash) throw no('replayed', `jti ${String(c.jti)} was already used by a different message`);
+        throw new Duplicate({ applied: false, duplicate: true, kind, eventId: seen.event_id });
       }
-      case 'budget.halted': {
-        const budget = id(c, 'budget');
-        const reason = need(c, 'reason');
-        if (!(HALT_REASONS as readonly unknown[]).includes(reason)) throw no('malformed', `reason must be one of ${HALT_REASONS.join(', ')}`);
-        const b = await budgets.get(db, nodeId, budget);
+      await recordEvent(db, nodeId, e.type ?? kind, e.ref, e.data, now, eventId);
+      return { applied: true, duplicate: false, kind, eventId };
+    });
+  } catch (err) {
+    if (err instanceof Duplicate) return err.answer; // nothing of this one was kept
+    throw err;
+  }
+}
+
+/** A message applied before: the write is rolled back (undoing what its effect did) and this is the answer. */
+class Duplicate {
+  constructor(readonly answer: { applied: false; duplicate: true; kind: ControlKind; eventId: string }) {}
+}
+
+type Effect = (db: Sql, now: number) => Promise<{ type?: EventKind; ref: string; data: Record<string, unknown> }>;
+
+/** The message's claims checked (a refusal thrown now), and what applying it does. */
+function plan(nodeId: string, kind: ControlKind, c: Record<string, unknown>): Effect {
+  switch (kind) {
+    case 'stream.revoked': {
+      const stream = id(c, 'stream');
+      const reason = c.reason === undefined ? null : String(c.reason).slice(0, 256);
+      return async (db, now) => {
+        const budget = await streams.revoke(db, nodeId, stream, reason, now); // undefined: not registered (yet)
+        return { ref: `stream:${stream}`, data: { stream, ...(budget !== undefined ? { budget } : {}), ...(reason !== null ? { reason } : {}) } };
+      };
+    }
+    case 'budget.halted': {
+      const budget = id(c, 'budget');
+      const reason = need(c, 'reason');
+      if (!(HALT_REASONS as readonly unknown[]).includes(reason)) throw no('malformed', `reason must be one of ${HALT_REASONS.join(', ')}`);
+      return async (db, now) => {
+        const [, b] = await Promise.all([lockKey(db, `budget:${nodeId}:${budget}`), budgets.get(db, nodeId, budget)]);
         const reasons = new Set<string>(b ? (JSON.parse(b.reasons) as string[]) : []);
         reasons.add(reason as string);
         // Precedence active < halted < released: a released budget stays released.
         await budgets.upsert(db, { nodeId, id: budget, status: b?.status === 'released' ? 'released' : 'halted', reasons: [...reasons].sort(), releasedMicro: b?.released_micro ?? null, now });
-        ref = `budget:${budget}`;
-        data = { budget, reason };
-        break;
-      }
-      case 'budget.released': {
-        const budget = id(c, 'budget');
-        const amount = c.amount === undefined ? undefined : parseMicro(c.amount);
-        if (c.amount !== undefined && amount === undefined) throw no('malformed', 'claim "amount" must be a decimal string of micro units');
-        const b = await budgets.get(db, nodeId, budget);
-        const released = amount === undefined ? (b?.released_micro ?? null) : b?.released_micro != null && b.released_micro > amount ? b.released_micro : amount;
-        await budgets.upsert(db, { nodeId, id: budget, status: 'released', reasons: b ? (JSON.parse(b.reasons) as string[]) : [], releasedMicro: released, now });
-        const asset = (await streams.inBudget(db, nodeId, budget))[0]?.asset;
-        ref = `budget:${budget}`;
-        data = { budget, ...(asset ? { asset } : {}), ...(amount !== undefined ? { amountMicro: amount.toString() } : {}) };
-        break;
-      }
-      case 'subscription.period_opened': {
-        const sub = id(c, 'subscription');
-        const p = period(c, true)!;
-        const start = need(c, 'periodStart');
-        const end = need(c, 'periodEnd');
-        if (!isDate(start) || !isDate(end) || end <= start) throw no('malformed', 'periodStart and periodEnd must be NumericDates with periodEnd after periodStart');
-        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'open', start, end, now });
-        ref = `subscription:${sub}`;
-        data = { subscription: sub, period: p, periodStart: iso(start * 1000), periodEnd: iso(end * 1000) };
-        break;
-      }
-      case 'subscription.renewal_declined': {
-        const sub = id(c, 'subscription');
-        const p = period(c, true)!;
-        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'renewal_declined', start: null, end: null, now });
-        ref = `subscription:${sub}`;
-        data = { subscription: sub, period: p };
-        break;
-      }
-      case 'subscription.closed': {
-        const sub = id(c, 'subscription');
-        const p = period(c, false) ?? (await periods.latest(db, nodeId, sub)).p ?? 0;
-        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'closed', start: null, end: null, now });
-        ref = `subscription:${sub}`;
-        data = { subscription: sub, period: p };
-        break;
-      }
+        return { ref: `budget:${budget}`, data: { budget, reason } };
+      };
     }
-    const e = await recordEvent(db, nodeId, type, ref, data, now);
-    await controlMessages.insert(db, { nodeId, jti: c.jti as string, hash, issuer: entry.issuer, kind, eventId: e.id, now });
-    return { applied: true, duplicate: false, kind, eventId: e.id };
-  });
+    case 'budget.released': {
+      const budget = id(c, 'budget');
+      const amount = c.amount === undefined ? undefined : parseMicro(c.amount);
+      if (c.amount !== undefined && amount === undefined) throw no('malformed', 'claim "amount" must be a decimal string of micro units');
+      return async (db, now) => {
+        const [, b] = await Promise.all([lockKey(db, `budget:${nodeId}:${budget}`), budgets.get(db, nodeId, budget)]);
+        const released = amount === undefined ? (b?.released_micro ?? null) : b?.released_micro != null && b.released_micro > amount ? b.released_micro : amount;
+        const [, inBudget] = await Promise.all([
+          budgets.upsert(db, { nodeId, id: budget, status: 'released', reasons: b ? (JSON.parse(b.reasons) as string[]) : [], releasedMicro: released, now }),
+          streams.inBudget(db, nodeId, budget),
+        ]);
+        const asset = inBudget[0]?.asset;
+        return { ref: `budget:${budget}`, data: { budget, ...(asset ? { asset } : {}), ...(amount !== undefined ? { amountMicro: amount.toString() } : {}) } };
+      };
+    }
+    case 'subscription.period_opened': {
+      const sub = id(c, 'subscription');
+      const p = period(c, true)!;
+      const start = need(c, 'periodStart');
+      const end = need(c, 'periodEnd');
+      if (!isDate(start) || !isDate(end) || end <= start) throw no('malformed', 'periodStart and periodEnd must be NumericDates with periodEnd after periodStart');
+      return async (db, now) => {
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'open', start, end, now }); // one upsert: no lock
+        return { ref: `subscription:${sub}`, data: { subscription: sub, period: p, periodStart: iso(start * 1000), periodEnd: iso(end * 1000) } };
+      };
+    }
+    case 'subscription.renewal_declined': {
+      const sub = id(c, 'subscription');
+      const p = period(c, true)!;
+      return async (db, now) => {
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'renewal_declined', start: null, end: null, now });
+        return { ref: `subscription:${sub}`, data: { subscription: sub, period: p } };
+      };
+    }
+    case 'subscription.closed': {
+      const sub = id(c, 'subscription');
+      const given = period(c, false);
+      return async (db, now) => {
+        let p = given;
+        if (p === null) {
+          // The latest period, read under the subscription's lock: a period opened meanwhile is not passed over.
+          const [, latest] = await Promise.all([lockKey(db, `subscription:${nodeId}:${sub}`), periods.latest(db, nodeId, sub)]);
+          p = latest.p ?? 0;
+        }
+        await periods.upsert(db, { nodeId, subscription: sub, period: p, status: 'closed', start: null, end: null, now });
+        return { ref: `subscription:${sub}`, data: { subscription: sub, period: p } };
+      };
+    }
+  }
 }

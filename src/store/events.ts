@@ -25,15 +25,27 @@ export interface RecordedEvent {
  * Call inside the write of the state change that caused it: all of it commits, or none. The seq comes from the
  * database (PostgreSQL: with the writing transaction, which orders the node's events for cursors: events.page).
  */
-export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now()): Promise<RecordedEvent> {
-  const id = newId('evt');
+export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now(), id = newId('evt')): Promise<RecordedEvent> {
   const base = { id, type, occurredAt: iso(now), externalRef, data };
   // Stored once: the 1.0.0 envelope (body_v100) is a generated column (migration 0090).
   const body = envelopeBody(base, '1.1.0');
-  const seq = await tx.value<number>('INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq',
-    [id, nodeId, type, externalRef, now, body]);
-  const e = { seq: Number(seq), id, type, externalRef, occurredAt: now };
-  for (const sub of await subscriptions.activeForNode(tx, nodeId)) if (matches(sub, type)) await deliveries.insert(tx, e.seq, sub.id, now);
+  const insert = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
+  const values = [id, nodeId, type, externalRef, now, body];
+  let seq: number;
+  let subs: Awaited<ReturnType<typeof subscriptions.activeForNode>>;
+  if (tx.dialect === 'postgres') {
+    // One round trip: the event and the node's active subscriptions (read in the same statement, same snapshot).
+    const rows = await tx.all<{ seq: number; id: string | null; events: string | null; schema_version: string }>(
+      `WITH e AS (${insert}) SELECT e.seq, s.id, s.events, s.schema_version FROM e
+        LEFT JOIN webhook_subscriptions s ON s.node_id = ? AND s.status = 'active'`, [...values, nodeId]);
+    seq = Number(rows[0]!.seq);
+    subs = rows.filter((r) => r.id !== null) as typeof subs;
+  } else {
+    seq = Number(await tx.value<number>(insert, values));
+    subs = await subscriptions.activeForNode(tx, nodeId);
+  }
+  const e = { seq, id, type, externalRef, occurredAt: now };
+  for (const sub of subs) if (matches(sub, type)) await deliveries.insert(tx, e.seq, sub.id, now);
   for (const w of wakers) w();
   return e;
 }

@@ -285,6 +285,36 @@ interface Runner {
 }
 
 const guarded = new WeakSet<pg.PoolClient>();
+/** Clients whose write transaction has begun (its BEGIN was sent with its first statement). */
+const began = new WeakSet<pg.PoolClient>();
+
+/**
+ * A transaction's runner. The pool's clients pipeline, and what is issued in one turn of the event loop goes out in
+ * one packet: BEGIN with the transaction's first statement (never a round trip of its own), and statements a write
+ * issues together (Promise.all) with one another. A write that ran no statement sends neither BEGIN nor COMMIT.
+ */
+function beginsWithFirst(client: pg.PoolClient, beginSql: string): Runner {
+  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  let corked = false;
+  const cork = () => {
+    if (corked || !stream?.cork || !stream.uncork) return;
+    stream.cork();
+    corked = true;
+    process.nextTick(() => {
+      corked = false;
+      stream.uncork!();
+    });
+  };
+  return {
+    query: async (config) => {
+      cork();
+      if (began.has(client)) return client.query(config);
+      began.add(client);
+      const [, res] = await Promise.all([client.query(beginSql), client.query(config)]);
+      return res;
+    },
+  };
+}
 
 class PgStore implements PostgresStore {
   readonly dialect = 'postgres' as const;
@@ -309,10 +339,14 @@ class PgStore implements PostgresStore {
       types: TYPES,
       max: opts.poolSize ?? 10,
       idleTimeoutMillis: 30_000,
-      // A daemon cut off mid-transaction (a network partition, not a crash: a crash closes the socket) would hold the
-      // write lock until the server's TCP keepalive notices, hours by default. Our transactions never wait on
-      // anything but their own statements, so one idle for a minute is dead: the server ends it, the lock is freed.
-      idle_in_transaction_session_timeout: 60_000,
+      // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
+      // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
+      pipeline: true,
+      // A daemon cut off mid-transaction (a network partition, not a crash: a crash closes the socket) would hold its
+      // row and keyed locks, and hold back GET /v1/events for everyone (events are served below the oldest transaction
+      // in flight), until the server's TCP keepalive notices, hours by default. Our transactions never wait on anything
+      // but their own statements, so one idle for 10 s is dead: the server ends it, and what it held is free.
+      idle_in_transaction_session_timeout: 10_000,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
       ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
     });
@@ -436,30 +470,12 @@ class PgStore implements PostgresStore {
    */
   async #runWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     for (let attempt = 1; ; attempt++) {
-      let client: pg.PoolClient | undefined;
-      let live = true;
       try {
-        client = await this.#connect();
-        await client.query('BEGIN');
-        const v = await fn(this.#sql(client, () => live));
-        live = false;
-        const res = await client.query('COMMIT');
-        // COMMIT of a transaction in error (a job that swallowed an error of its own) answers ROLLBACK rather than failing.
-        if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the write transaction was rolled back by the database');
-        client.release();
+        const v = await this.#inTransaction('BEGIN', fn);
         this.stats.commits++;
         this.stats.jobs++;
         return v;
       } catch (err) {
-        live = false;
-        if (client) {
-          try {
-            await client.query('ROLLBACK');
-            client.release();
-          } catch {
-            client.release(true); // destroy it: its state is unknown
-          }
-        }
         const code = (err as { code?: unknown })?.code;
         if ((code === '40P01' || code === '40001') && attempt < WRITE_RETRIES) {
           await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
@@ -470,28 +486,44 @@ class PgStore implements PostgresStore {
     }
   }
 
-  async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
-    if (this.#readonly) throw new NodeSvcError('store', 'this store was opened read-only');
+  /**
+   * `fn` in one transaction on a pooled client, opened by `begin` (sent with the first statement, see beginsWithFirst)
+   * and committed after it; rolled back if it throws or the database ends it.
+   */
+  async #inTransaction<T>(begin: string, fn: (tx: Sql) => Promise<T>): Promise<T> {
     const client = await this.#connect();
     let live = true;
     try {
-      // What these transactions hold (claims, leases) may be lost in a crash without harm (at worst a resend), so
-      // their commit does not wait for the WAL flush; a later durable commit flushes it anyway.
-      await client.query('BEGIN; SET LOCAL synchronous_commit TO off');
-      const v = await fn(this.#sql(client, () => live));
+      const v = await fn(this.#sql(beginsWithFirst(client, begin), () => live));
       live = false;
-      const res = await client.query('COMMIT');
-      if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
+      if (began.has(client)) {
+        began.delete(client);
+        const res = await client.query('COMMIT');
+        // COMMIT of a transaction in error (a job that swallowed an error of its own) answers ROLLBACK rather than failing.
+        if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
+      }
       client.release();
       return v;
     } catch (err) {
       live = false;
+      began.delete(client);
       try {
         await client.query('ROLLBACK');
         client.release();
       } catch {
-        client.release(true);
+        client.release(true); // destroy it: its state is unknown
       }
+      throw err;
+    }
+  }
+
+  async transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
+    if (this.#readonly) throw new NodeSvcError('store', 'this store was opened read-only');
+    try {
+      // What these transactions hold (claims, leases) may be lost in a crash without harm (at worst a resend), so
+      // their commit does not wait for the WAL flush; a later durable commit flushes it anyway.
+      return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn);
+    } catch (err) {
       throw this.wrap(err);
     }
   }

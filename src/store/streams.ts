@@ -192,6 +192,20 @@ export const streams = {
   bill: (q: Sql, nodeId: string, id: string, amount: bigint, units: bigint, voucher: string, signedAt: number, now: number, exhausted: boolean) =>
     q.run(`UPDATE streams SET billed_micro = ?, billed_units = ?, billed_voucher = ?, billed_signed_at = ?, updated_at = ?,
       status = CASE WHEN ? = 1 THEN 'exhausted' ELSE status END WHERE node_id = ? AND id = ?`, [amount, units, voucher, signedAt, now, exhausted ? 1 : 0, nodeId, id]),
+  /**
+   * Record the revocation (the first one's reason stays) and mark the stream revoked if it is registered (a stream
+   * registered later is revoked by the revocation row: `standing`). Its budget, or undefined when not registered.
+   * PostgreSQL: one statement.
+   */
+  revoke: async (q: Sql, nodeId: string, id: string, reason: string | null, now: number) => {
+    const p = { node: nodeId, id, reason, now };
+    const update = "UPDATE streams SET status = 'revoked', status_reason = @reason, updated_at = @now WHERE node_id = @node AND id = @id RETURNING budget";
+    if (q.dialect === 'postgres')
+      return (await q.get<{ budget: string }>(`WITH r AS (INSERT INTO revocations(node_id, stream, reason, revoked_at)
+        VALUES (@node, @id, CAST(@reason AS TEXT), @now) ON CONFLICT DO NOTHING) ${update}`, p))?.budget;
+    await revocations.insert(q, nodeId, id, reason, now);
+    return (await q.get<{ budget: string }>(update, p))?.budget;
+  },
   setStatus: (q: Sql, nodeId: string, id: string, status: 'revoked' | 'exhausted', reason: string | null, now: number) =>
     q.run('UPDATE streams SET status = ?, status_reason = ?, updated_at = ? WHERE node_id = ? AND id = ?', [status, reason, now, nodeId, id]),
   /** A page of the node's streams, each with what headroom needs (one read, not one per stream). */
@@ -279,7 +293,8 @@ export const periods = {
 export const controlMessages = {
   get: (q: Sql, nodeId: string, jti: string) =>
     q.get<{ message_hash: string; kind: string; event_id: string }>('SELECT message_hash, kind, event_id FROM control_messages WHERE node_id = ? AND jti = ?', [nodeId, jti]),
-  insert: (q: Sql, c: { nodeId: string; jti: string; hash: string; issuer: string; kind: string; eventId: string; now: number }) =>
-    q.run('INSERT INTO control_messages(node_id, jti, message_hash, issuer, kind, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
-      [c.nodeId, c.jti, c.hash, c.issuer, c.kind, c.eventId, c.now]),
+  /** Claim the jti for this message (false: it was claimed already; PostgreSQL waits for a claim in flight to end). */
+  claim: async (q: Sql, c: { nodeId: string; jti: string; hash: string; issuer: string; kind: string; eventId: string; now: number }) =>
+    (await q.run('INSERT INTO control_messages(node_id, jti, message_hash, issuer, kind, event_id, received_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT DO NOTHING',
+      [c.nodeId, c.jti, c.hash, c.issuer, c.kind, c.eventId, c.now])) > 0,
 };
