@@ -209,29 +209,31 @@ export class DeliveryWorker {
   }
 
   async #write(tx: Sql, batch: Result[]): Promise<void> {
-    // Each subscription's success/failure marks, folded over the group in order: one write per subscription, not
-    // one per result (the last success, and the first failure after it: what the writes one by one would leave).
+    // Every result's fenced update and attempt row, issued together (PostgreSQL: one packet, one round trip for the
+    // whole batch); then each subscription's success/failure marks, folded over the group in order: one write per
+    // subscription, not one per result (the last success, and the first failure after it: what the writes one by
+    // one would leave), also issued together.
+    const recorded = await Promise.all(batch.map((r) => recordAttempt(tx, r)));
     const marks = new Map<string, { success: number | null; failingSince: number | null }>();
-    for (const r of batch) {
+    const disable: Array<Promise<unknown>> = [];
+    batch.forEach((r, i) => {
       // Fenced: a claim taken over by another daemon (its lease ran out) records nothing.
-      if (!(await recordAttempt(tx, r))) {
+      if (!recorded[i]) {
         this.stats.stale++;
         log.warn('delivery result not recorded: its lease was taken over', { delivery: r.deliveryId, attempt: r.attempt });
-        continue;
+        return;
       }
       const m = marks.get(r.subscriptionId) ?? { success: null, failingSince: null };
       if (r.outcome === 'delivered') { m.success = r.at; m.failingSince = null; } else m.failingSince ??= r.at;
       marks.set(r.subscriptionId, m);
       if (r.disable) {
-        await subscriptions.setStatus(tx, r.subscriptionId, 'disabled', r.disable, r.at);
+        disable.push(subscriptions.setStatus(tx, r.subscriptionId, 'disabled', r.disable, r.at));
         log.warn('webhook subscription disabled', { subscription: r.subscriptionId, reason: r.disable });
       }
-    }
+    });
     // In id order: two daemons marking the same subscriptions lock their rows in one order (PostgreSQL: no deadlock).
-    for (const [id, m] of [...marks].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))) {
-      if (m.success !== null) await subscriptions.succeededThenFailing(tx, id, m.success, m.failingSince);
-      else await subscriptions.failed(tx, id, m.failingSince!);
-    }
+    await Promise.all([...disable, ...[...marks].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, m]) =>
+      m.success !== null ? subscriptions.succeededThenFailing(tx, id, m.success, m.failingSince) : subscriptions.failed(tx, id, m.failingSince!))]);
   }
 
   #send(d: ClaimedDelivery): void {

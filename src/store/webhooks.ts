@@ -171,15 +171,17 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
     AND (SELECT status FROM webhook_subscriptions WHERE id = d.subscription_id) = 'active' ORDER BY d.next_attempt_at LIMIT ?${tx.dialect === 'postgres' ? ' FOR UPDATE OF d SKIP LOCKED' : ''}`;
   // Per node: its subscriptions' due ids (only those with room), in rotated order.
   const nodes = new Map<string, Array<{ id: string; due: string[]; at: number }>>();
-  for (const s of active) {
-    const room = Math.min(limit, b.bySubscription.get(s.id)! - (inFlight.bySubscription[s.id] ?? 0), b.byNode.get(s.node_id)! - (inFlight.byNode[s.node_id] ?? 0));
-    if (room <= 0) continue;
-    const due = (await tx.all<{ id: string }>(dueSql, [s.id, now, room])).map((r) => r.id);
-    if (!due.length) continue;
+  // Each subscription's due rows, the reads issued together (PostgreSQL: one packet, one round trip for all).
+  const withRoom = active.map((s) => ({ s, room: Math.min(limit, b.bySubscription.get(s.id)! - (inFlight.bySubscription[s.id] ?? 0), b.byNode.get(s.node_id)! - (inFlight.byNode[s.node_id] ?? 0)) }))
+    .filter((x) => x.room > 0);
+  const dues = await Promise.all(withRoom.map(({ s, room }) => tx.all<{ id: string }>(dueSql, [s.id, now, room])));
+  withRoom.forEach(({ s }, i) => {
+    const due = dues[i]!.map((r) => r.id);
+    if (!due.length) return;
     const list = nodes.get(s.node_id) ?? [];
     list.push({ id: s.id, due, at: 0 });
     nodes.set(s.node_id, list);
-  }
+  });
   if (!nodes.size) return [];
   const rotate = <T>(xs: T[]) => { const k = turn % xs.length; return [...xs.slice(k), ...xs.slice(0, k)]; };
   const order = rotate([...nodes.entries()]).map(([node, subs]) => ({ node, subs: rotate(subs), next: 0, room: b.byNode.get(node)! - (inFlight.byNode[node] ?? 0) }));
@@ -204,13 +206,17 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   if (!ids.length) return [];
   // The lease: due again at now + leaseMs. `attempts` is the claim's fencing token: the attempt is recorded only
   // while no later claim took the delivery over (recordAttempt).
-  await tx.run(`UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1 WHERE id IN (${placeholders(ids.length)}) AND status = 'pending'`, [now + leaseMs, ...ids]);
-  return tx.all<ClaimedDelivery>(`
+  // The update and the read of what it claimed, issued together (they run in this order).
+  const [, claimed] = await Promise.all([
+    tx.run(`UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1 WHERE id IN (${placeholders(ids.length)}) AND status = 'pending'`, [now + leaseMs, ...ids]),
+    tx.all<ClaimedDelivery>(`
     SELECT d.id, d.subscription_id, s.node_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
            CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
            s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
-    WHERE d.id IN (${placeholders(ids.length)})`, ids);
+    WHERE d.id IN (${placeholders(ids.length)})`, ids),
+  ]);
+  return claimed;
 }
 
 /**
