@@ -12,7 +12,7 @@ import { startLocalProcessor, type LocalProcessor } from '../../src/rails/card/p
 import { cardCredential, cardFlags, voucher, writeSecretFile } from '../helpers/card.js';
 import { cliFor, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, startDaemon, type DaemonOptions, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
-import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, publicJwks, signCompact, writeJwks, type KeyPair } from '../helpers/issuer.js';
+import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, publicJwks, signCompact, signVoucher, writeJwks, type KeyPair } from '../helpers/issuer.js';
 import { outage } from '../helpers/pg-outage.js';
 import { recordEvent } from '../../src/store/events.js';
 import { openPostgresStore } from '../../src/store/postgres.js';
@@ -633,6 +633,55 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     expect(tailed).toEqual(listA.slice(made.length));
     expect([...tailed].sort()).toEqual([...burst].sort());
     summary({ test: 'order', sequential: made.length, concurrent: burst.length, pagesCompared: pa.length, tailed: tailed.length });
+  });
+
+  it('vouchers of one stream raced through two daemons: two different vouchers never both win, the billed truth never goes down, every accepted one is on record; the same stream opened on both at once registers once', async () => {
+    const c = await cluster('race', 2);
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const payer = await payerKeyPair();
+    const STREAMS = 4;
+    const ROUNDS = 40;
+    let won = 0;
+    let stale = 0;
+    for (let k = 0; k < STREAMS; k++) {
+      const stream = uid('race');
+      const credential = mintCredential({ key: issuer, payer, claims: { stream, cap: '100000000' } });
+      // Opened through both daemons at once (and the voucher's credential field on both): one registration, both 200.
+      const opened = await Promise.all([a, b].map((d) => clientOf(d.url, c.token).post('/v1/allowances/verify', { credential })));
+      for (const r of opened) expect(r.status, r.text).toBe(200);
+      const history: bigint[] = [];
+      for (let round = 1; round <= ROUNDS; round++) {
+        // Two different vouchers for the same next amount region, one through each daemon, at the same moment.
+        const amounts = [BigInt(round * 1000), BigInt(round * 1000 + 1)];
+        const answers = await Promise.all([a, b].map((d, i) => clientOf(d.url, c.token).post(`/v1/streams/${stream}/vouchers`,
+          { voucher: signVoucher(payer, { stream, amount: String(amounts[i]), units: String(amounts[i]) }) })));
+        for (const r of answers) expect(r.status, r.text).toBe(200);
+        const accepted = answers.filter((r) => r.body.accepted === true);
+        // Both may win only in order (the lower first, then the higher on top of it); the billed truth is the highest accepted.
+        if (accepted.length === 2) expect(BigInt(accepted[0]!.body.billedMicro)).toBeLessThan(BigInt(accepted[1]!.body.billedMicro));
+        expect(accepted.length).toBeGreaterThanOrEqual(1);
+        won += accepted.length;
+        stale += answers.length - accepted.length;
+        for (const r of answers.filter((x) => x.body.accepted === false)) expect(r.body.reason).toBe('stale');
+        const h = await clientOf(a.url, c.token).get(`/v1/streams/${stream}/headroom`);
+        expect(h.status, h.text).toBe(200);
+        const billed = BigInt(h.body.billedMicro);
+        if (history.length) expect(billed).toBeGreaterThan(history[history.length - 1]!); // never down, and moved
+        // The higher one always wins (directly, or on top of the lower); the lower never lands on top of it.
+        expect(answers[1]!.body.accepted).toBe(true);
+        expect(billed).toBe(amounts[1]);
+        history.push(billed);
+      }
+      // Every accepted voucher is on record, and the stream's row says the last one.
+      const db = await dbOf(c.url);
+      const rows = (await db.query('SELECT amount_micro FROM vouchers WHERE node_id = $1 AND stream = $2 ORDER BY received_at, amount_micro', ['node-a', stream])).rows.map((r) => BigInt(r.amount_micro));
+      expect(rows.length).toBeGreaterThanOrEqual(ROUNDS);
+      for (let i = 1; i < rows.length; i++) expect(rows[i]!).toBeGreaterThan(rows[i - 1]!); // accepted vouchers only grow
+      const st = (await db.query('SELECT COUNT(*) AS n, MAX(billed_micro) AS billed FROM streams WHERE node_id = $1 AND id = $2', ['node-a', stream])).rows[0];
+      expect(Number(st.n)).toBe(1);
+      expect(BigInt(st.billed)).toBe(rows[rows.length - 1]);
+    }
+    summary({ test: 'voucher-race', streams: STREAMS, rounds: ROUNDS, accepted: won, stale });
   });
 
   it('a write held open while later ones commit: GET /v1/events serves nothing past it (not even through the other daemon), then pages through both with nothing skipped; since= finds it too', async () => {
