@@ -44,7 +44,9 @@ export const health = {
     const failed = (await q.value<number>(`SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
       AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`, [now - 3_600_000])) ?? 0;
     const byAsset = (await q.all<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>(
-      'SELECT asset, billed_micro - final_micro AS unsettled, final_micro AS final, billed_streams AS n FROM asset_totals WHERE billed_streams > 0 ORDER BY asset', [], true))
+      // Summed per asset: PostgreSQL keeps each counter in slots (migration 0130), SQLite in one row.
+      `SELECT asset, CAST(SUM(billed_micro) - SUM(final_micro) AS BIGINT) AS unsettled, CAST(SUM(final_micro) AS BIGINT) AS final, CAST(SUM(billed_streams) AS BIGINT) AS n
+        FROM asset_totals GROUP BY asset HAVING SUM(billed_streams) > 0 ORDER BY asset`, [], true))
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
     return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed, oldestOpenAt: s.oldest, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
   },
@@ -57,6 +59,6 @@ export const health = {
     q.all<{ issuer: string; keys: number; fetched_at: number; from_url: number }>(`SELECT issuer, COUNT(*) AS keys, MAX(fetched_at) AS fetched_at,
       MAX(CASE WHEN source LIKE 'http://%' OR source LIKE 'https://%' THEN 1 ELSE 0 END) AS from_url FROM issuer_keys GROUP BY issuer ORDER BY issuer`),
   /** Streams whose billed truth is above their final amount (a counter kept by triggers, migration 0090). */
-  unsettledStreams: (q: Sql) => q.value<number>("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'"),
+  unsettledStreams: async (q: Sql) => Number((await q.value<number>("SELECT CAST(SUM(n) AS BIGINT) AS n FROM store_gauges WHERE name = 'unsettled_streams'")) ?? 0),
   nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes')) ?? 0,
 };

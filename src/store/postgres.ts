@@ -27,6 +27,8 @@ const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 export const MIGRATE_LOCK_KEY = '7957654319744972644';
 /** A write that deadlocked (or failed serialization) runs again, up to this many times in all. */
 const WRITE_RETRIES = 5;
+/** Shared pipelined connections for reads, per store (besides the pool of `poolSize` for writes). */
+const READ_CONNECTIONS = 3;
 /** The NOTIFY channel of invalidations. */
 export const CHANNEL = 'node_svc';
 
@@ -316,11 +318,70 @@ function beginsWithFirst(client: pg.PoolClient, beginSql: string): Runner {
   };
 }
 
+/**
+ * Reads share a few long-lived pipelined connections: a read is written at once, without a pool checkout and without
+ * waiting for the read before it, and the reads of one turn of the event loop go out in one packet (their answers
+ * come back together). Reads never wait on a lock (MVCC), so one slow to start cannot hold the others up for long.
+ * A connection that fails is dropped (its reads fail as the pool's would: 503) and opened again by the next read.
+ */
+class Pipelines {
+  readonly #slots: Array<Promise<pg.Client> | undefined>;
+  #next = 0;
+  #closed = false;
+  constructor(private readonly config: pg.ClientConfig, n: number, private readonly fail: (err: unknown) => never) {
+    this.#slots = new Array(n).fill(undefined);
+  }
+
+  async query(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    if (this.#closed) throw new NodeSvcError('store', 'the store is closed');
+    const i = this.#next++ % this.#slots.length;
+    let c: pg.Client;
+    try {
+      c = await (this.#slots[i] ??= this.#open(i));
+    } catch (err) {
+      this.fail(err);
+    }
+    corkUntilImmediate(c);
+    return c.query(config);
+  }
+
+  #open(i: number): Promise<pg.Client> {
+    const c = new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
+    // The connection died (or never opened): its reads in flight fail; the next read opens another.
+    const drop = () => { if (this.#slots[i] === opened) this.#slots[i] = undefined; };
+    c.on('error', drop);
+    c.on('end', drop);
+    const opened: Promise<pg.Client> = c.connect().then(() => c, (err: unknown) => { drop(); throw err; });
+    return opened;
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+    await Promise.all(this.#slots.map(async (s) => { try { await (await s)?.end(); } catch { /* already gone */ } }));
+  }
+}
+
+const corked = new WeakSet<object>();
+/** What is written to this connection until the event loop's check phase goes out in one packet. */
+function corkUntilImmediate(c: pg.Client): void {
+  const stream = (c as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
+  if (!stream?.cork || !stream.uncork || corked.has(stream)) return;
+  stream.cork();
+  corked.add(stream);
+  setImmediate(() => {
+    corked.delete(stream);
+    stream.uncork!();
+  });
+}
+
 class PgStore implements PostgresStore {
   readonly dialect = 'postgres' as const;
   readonly description: string;
   readonly dataDir: string;
   readonly q: Sql;
+  /** Lone writing statements (store/sql.ts writeOne): each committed on its own, on a pooled connection. */
+  readonly autocommit: Sql;
+  readonly #reads: Pipelines;
   readonly stats = { commits: 0, jobs: 0 };
   readonly #target: Target;
   readonly #pool: pg.Pool;
@@ -334,14 +395,9 @@ class PgStore implements PostgresStore {
     this.#target = target;
     this.description = target.description;
     this.dataDir = opts.dataDir;
-    this.#pool = new pg.Pool({
+    const session = {
       ...target.config,
       types: TYPES,
-      max: opts.poolSize ?? 10,
-      idleTimeoutMillis: 30_000,
-      // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
-      // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
-      pipeline: true,
       // A daemon cut off mid-transaction (a network partition, not a crash: a crash closes the socket) would hold its
       // row and keyed locks, and hold back GET /v1/events for everyone (events are served below the oldest transaction
       // in flight), until the server's TCP keepalive notices, hours by default. Our transactions never wait on anything
@@ -349,14 +405,23 @@ class PgStore implements PostgresStore {
       idle_in_transaction_session_timeout: 10_000,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
       ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
+    };
+    this.#pool = new pg.Pool({
+      ...session,
+      max: opts.poolSize ?? 24,
+      idleTimeoutMillis: 30_000,
+      // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
+      // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
+      pipeline: true,
     });
     // An idle client lost its connection (database restart, network): pg removes it from the pool; the next query
     // opens a new one or fails with a named error. Without a listener the event would crash the process.
     this.#pool.on('error', () => {});
-    // Reads and lone statements check a client out themselves so that a failure to connect (a 503: the database
-    // cannot be used now) is told apart from an error of the statement.
     this.#readonly = !!opts.readonly;
-    this.q = this.#sql({
+    // Lone statements that write check a client out of the pool themselves, so that a failure to connect (a 503: the
+    // database cannot be used now) is told apart from an error of the statement, and one that waits on a row lock
+    // waits alone.
+    this.autocommit = this.#sql({
       query: async (config) => {
         const client = await this.#connect();
         try {
@@ -369,11 +434,18 @@ class PgStore implements PostgresStore {
         }
       },
     }, () => true);
+    // Reads go through a few shared pipelined connections (Pipelines).
+    this.#reads = new Pipelines(session as pg.ClientConfig, READ_CONNECTIONS, (err) => {
+      throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`);
+    });
+    const reads = this.#sql({ query: (config) => this.#reads.query(config) }, () => true);
+    this.q = { ...reads, run: this.autocommit.run };
     // A run() outside write() is one statement committed on its own (autocommit: one round trip, durable when it
     // returns). A statement with CTEs can so make a whole guarded write (the hot paths: store/streams.ts).
     if (opts.readonly) {
-      const reads = this.q;
-      this.q = { ...reads, run: () => Promise.reject(new NodeSvcError('store', 'this store was opened read-only')) };
+      const refuse = () => Promise.reject(new NodeSvcError('store', 'this store was opened read-only'));
+      this.q = { ...reads, run: refuse };
+      this.autocommit = { ...this.autocommit, run: refuse, get: refuse, all: refuse, value: refuse };
     }
   }
 
@@ -555,6 +627,7 @@ class PgStore implements PostgresStore {
     while (this.#writes.size) await Promise.all([...this.#writes]);
     this.#closed = true;
     await this.#listener?.close();
+    await this.#reads.close();
     await this.#pool.end();
   }
 

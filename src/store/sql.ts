@@ -39,6 +39,8 @@ export interface Store {
   readonly dataDir: string;
   /** Reads see committed data only. A run() (or a get() of a writing statement) outside write() is one statement committed on its own. */
   readonly q: Sql;
+  /** PostgreSQL: lone writing statements, each committed on its own (writeOne). SQLite: none (one writer). */
+  readonly autocommit?: Sql;
   /**
    * Run `fn` in a write transaction and resolve after it is durably committed; if `fn` throws, none of its changes
    * are kept and only its promise rejects. `fn` must await only `tx`, never the network (it may run again: below).
@@ -82,4 +84,4 @@ export const forUpdate = (q: Sql, alias?: string) => (q.dialect === 'postgres' ?
  * A write that PostgreSQL makes in one statement (a CTE where it takes several rows): run there on its own, one round
  * trip, durable when it returns, no BEGIN/COMMIT. SQLite runs `fn` as a job of the group commit (it may take several).
  */
-export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.dialect === 'postgres' ? fn(store.q) : store.write(fn));
+export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.autocommit ? fn(store.autocommit) : store.write(fn));

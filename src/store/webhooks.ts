@@ -307,13 +307,13 @@ export const attempts = {
   /** Deliveries by health bucket, from the counters the triggers keep (migration 0090): not a count of the history. */
   health: async (q: Sql, subscriptionId: string) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, n FROM delivery_counts WHERE subscription_id = ?', [subscriptionId])) if (r.state in out) out[r.state] = r.n;
+    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts WHERE subscription_id = ? GROUP BY state', [subscriptionId])) if (r.state in out) out[r.state] = Number(r.n);
     return out;
   },
   /** All subscriptions' deliveries by health bucket (the outbox gauges). */
   totals: async (q: Sql) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, SUM(n) AS n FROM delivery_counts GROUP BY state')) if (r.state in out) out[r.state] = r.n;
+    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts GROUP BY state')) if (r.state in out) out[r.state] = Number(r.n);
     return out;
   },
 };

@@ -2,7 +2,7 @@ import type { Migration } from './index.js';
 
 // A delivery's health bucket: pending (never failed yet, in flight included), retrying (failed at least once),
 // or its final status. Shared by the counters' backfill and their triggers.
-const STATE = (r: string) => `CASE WHEN ${r}.status = 'pending' THEN CASE WHEN ${r}.last_error IS NULL THEN 'pending' ELSE 'retrying' END ELSE ${r}.status END`;
+export const STATE = (r: string) => `CASE WHEN ${r}.status = 'pending' THEN CASE WHEN ${r}.last_error IS NULL THEN 'pending' ELSE 'retrying' END ELSE ${r}.status END`;
 const ENVELOPE_V110 = `'"schemaVersion":"1.1.0"'`;
 
 const m: Migration = {
