@@ -7,7 +7,7 @@
 // Run as a forked child (`fork(this file, ['daemon', dataDir])`, store URL in env BENCH_STORE_URL, none: SQLite in
 // the data dir): the real daemon (startDaemon from dist/daemon.js: API + delivery worker) with --delivery-timeout 1
 // (lease = 2 × 1 s + 10 s = 12 s), that records events the way the service layer does (recordEvent inside a write
-// transaction) on the parent's command over IPC — as bench/lib/delivery-daemon.mjs, which has no store option.
+// transaction of its own, `batch` at once) on the parent's command over IPC — as bench/lib/delivery-daemon.mjs, which has no store option.
 import { fileURLToPath } from 'node:url';
 import { pgAvailable, startPostgresServer } from '../../test/helpers/pg-server.mjs';
 
@@ -60,13 +60,18 @@ async function daemonChild(dataDir) {
   let k = 0;
   let stopping = false;
   const record = (tx, node) => { const b = `b${++k}`; return recordEvent(tx, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' }); };
-  /** n events in write transactions of `batch`, back to back; resolves with the times and the first event's seq. */
+  /**
+   * n events, `batch` writes of one event each at a time (as the service records them: one per request, many
+   * requests at once; SQLite group-commits each batch into one transaction, PostgreSQL runs them as concurrent
+   * transactions), back to back; resolves with the times and the first event's seq.
+   */
   async function burst({ node, n, batch }) {
     const t0 = now();
     let firstSeq;
     for (let i = 0; i < n && !stopping; i += batch) {
       const m = Math.min(batch, n - i);
-      const seqs = await store.write(async (tx) => { const out = []; for (let j = 0; j < m; j++) out.push((await record(tx, node)).seq); return out; });
+      const seqs = await Promise.all(Array.from({ length: m }, () => store.write(async (tx) => (await record(tx, node)).seq)));
+      seqs.sort((a, b) => a - b);
       firstSeq ??= seqs[0];
       await tick();
     }

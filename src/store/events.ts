@@ -1,5 +1,8 @@
 // The transactional outbox: the only SQL that writes or reads events.
-import { envelopeBody, type EventKind } from '../domain/events.js';
+import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js';
+
+/** PostgreSQL: deliveries made in the event's own statement (more subscriptions than this take one more each). */
+const FAN_OUT_IDS = 8;
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Sql } from './sql.js';
@@ -29,17 +32,29 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   const base = { id, type, occurredAt: iso(now), externalRef, data };
   // Stored once: the 1.0.0 envelope (body_v100) is a generated column (migration 0090).
   const body = envelopeBody(base, '1.1.0');
-  const insert = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
+  const insert = tx.dialect === 'postgres'
+    ? 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq'
+    : 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
   const values = [id, nodeId, type, externalRef, now, body];
   let seq: number;
   let subs: Awaited<ReturnType<typeof subscriptions.activeForNode>>;
   if (tx.dialect === 'postgres') {
-    // One round trip: the event and the node's active subscriptions (read in the same statement, same snapshot).
-    const rows = await tx.all<{ seq: number; id: string | null; events: string | null; schema_version: string }>(
-      `WITH e AS (${insert}) SELECT e.seq, s.id, s.events, s.schema_version FROM e
-        LEFT JOIN webhook_subscriptions s ON s.node_id = ? AND s.status = 'active'`, [...values, nodeId]);
+    // One statement, one round trip: the event, and its delivery to each active subscription of the node that takes
+    // its kind (matches(), in SQL: the kind in the subscription's schema version, and in its events list, a JSON array
+    // of kind names or '*'), ids made here. Past FAN_OUT_IDS subscriptions the rest are inserted below.
+    const ids = Array.from({ length: FAN_OUT_IDS }, () => newId('dlv'));
+    const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null }>(
+      `WITH e AS (${insert}),
+        s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
+          WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
+        d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
+          SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS})
+      SELECT e.seq, s.id AS subscription, s.k FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
+      { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids });
     seq = Number(rows[0]!.seq);
-    subs = rows.filter((r) => r.id !== null) as typeof subs;
+    for (const r of rows) if (r.subscription !== null) await deliveries.insert(tx, seq, r.subscription, now);
+    for (const w of wakers) w();
+    return { seq, id, type, externalRef, occurredAt: now };
   } else {
     seq = Number(await tx.value<number>(insert, values));
     subs = await subscriptions.activeForNode(tx, nodeId);

@@ -11,6 +11,8 @@ import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
+import { recordEvent } from '../../src/store/events.js';
+import { matches, subscriptions } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -242,6 +244,36 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await Promise.all([cross(a, 1, 2, aHolds, bHeld), cross(b, 2, 1, bHolds, aHeld)]);
       expect(runs).toBe(3); // two, and the victim's second run
       expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
+    });
+  });
+
+  describe('recordEvent on PostgreSQL (one statement with its fan-out)', () => {
+    it('makes exactly the deliveries matches() says, past the ids made in the statement too, and counts them', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
+      const subs: Array<{ id: string; events: string; schema_version: '1.0.0' | '1.1.0'; node: string; status: string }> = [];
+      const kinds = ['*', '["budget.halted"]', '["stream.revoked","subscription.closed"]', '["subscription.closed"]', '["budget.released"]'];
+      for (let i = 0; i < 14; i++)
+        subs.push({ id: `whk_${String(i).padStart(2, '0')}`, events: kinds[i % kinds.length]!, schema_version: i % 3 === 0 ? '1.0.0' : '1.1.0', node: 'n1', status: i === 13 ? 'disabled' : 'active' });
+      subs.push({ id: 'whk_other', events: '*', schema_version: '1.1.0', node: 'n2', status: 'active' });
+      await s.write(async (tx) => {
+        for (const x of subs)
+          await subscriptions.insert(tx, { id: x.id, node_id: x.node, url: 'https://r.example/h', events: x.events, schema_version: x.schema_version, description: null, status: x.status as 'active', secret: 'whsec_x', created_at: 0 });
+      });
+      for (const kind of ['budget.halted', 'subscription.closed', 'stream.revoked'] as const) {
+        const e = await s.write((tx) => recordEvent(tx, 'n1', kind, 'ref', {}, 1000));
+        const got = (await s.q.all<{ subscription_id: string; id: string }>('SELECT subscription_id, id FROM deliveries WHERE event_seq = ? ORDER BY subscription_id', [e.seq]));
+        const want = subs.filter((x) => x.node === 'n1' && x.status === 'active' && matches(x, kind)).map((x) => x.id).sort();
+        expect(got.map((r) => r.subscription_id), kind).toEqual(want);
+        expect(want.length).toBeGreaterThan(0);
+        for (const r of got) expect(r.id).toMatch(/^dlv_[0-9A-Z]{26}$/); // the same ids as deliveries.insert makes
+        expect(new Set(got.map((r) => r.id)).size).toBe(got.length);
+      }
+      // '*' and budget.halted subscriptions of both versions: more than the statement's own ids.
+      expect(subs.filter((x) => x.node === 'n1' && x.status === 'active' && matches(x, 'budget.halted')).length).toBeGreaterThan(4);
+      // The counters the triggers keep agree with the rows, summed over their slots.
+      const counted = await s.q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'pending'");
+      expect(Number(counted)).toBe(await s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
     });
   });
 
