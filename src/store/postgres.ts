@@ -408,7 +408,7 @@ class PgStore implements PostgresStore {
     };
     this.#pool = new pg.Pool({
       ...session,
-      max: opts.poolSize ?? 24,
+      max: opts.poolSize ?? 10,
       idleTimeoutMillis: 30_000,
       // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
       // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
