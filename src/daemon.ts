@@ -2,6 +2,8 @@
 import { serve, type ServerType } from '@hono/node-server';
 import v8 from 'node:v8';
 import type { AddressInfo } from 'node:net';
+import { createServer, type ServerOptions } from 'node:http';
+import type { RequestListener } from './api/fast.js';
 import { configError } from './domain/errors.js';
 import { createApp } from './api/app.js';
 import { log } from './log.js';
@@ -123,7 +125,10 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   let server: ServerType;
   try {
     server = await new Promise((resolve, reject) => {
-      const s = serve({ fetch: app.fetch, hostname: o.host, port: o.port }, () => resolve(s));
+      const s = serve({
+        fetch: app.fetch, hostname: o.host, port: o.port,
+        createServer: ((options: ServerOptions, hono: RequestListener) => createServer(options, app.listener(hono))) as never,
+      }, () => resolve(s));
       s.once('error', reject);
     });
   } catch (err) {

@@ -6,7 +6,8 @@ import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { routeTable, strictQuery } from './middleware/strict.js';
-import { rateLimit } from './middleware/rate-limit.js';
+import { rateLimit, tokenBuckets } from './middleware/rate-limit.js';
+import { directReads, type RequestListener } from './fast.js';
 import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
@@ -71,12 +72,13 @@ export function createApp(d: Deps, opts: AppOptions) {
 
   const resolveToken = d.store ? tokenResolver(d.store) : () => undefined; // no store when only the contract is generated
   app.use('/v1/*', bearerAuth({ nodeForToken: (t) => resolveToken(t, d.now()) }));
-  app.use('/v1/*', rateLimit({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) }));
+  const buckets = tokenBuckets({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) });
+  app.use('/v1/*', rateLimit(buckets));
   app.use('/v1/*', jsonBody());
   app.use('/v1/*', strictQuery(routes));
 
   statusRoutes(app, d);
-  streamRoutes(app, d);
+  const reads = streamRoutes(app, d);
   controlRoutes(app, d);
   webhookRoutes(app, d);
 
@@ -85,5 +87,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   let doc: string | undefined;
   const contract = () => (generated ??= openApiDocument(app));
   app.get('/openapi.json', (c) => c.body((doc ??= JSON.stringify(contract())), 200, { 'content-type': 'application/json' }));
-  return Object.assign(app, { contract });
+  /** The server's request listener: the stream reads answered directly (src/api/fast.ts), the rest by `hono`. */
+  const listener = (hono: RequestListener) => directReads({ reads, nodeForToken: (t) => resolveToken(t, d.now()), rateLimit: buckets, next: hono });
+  return Object.assign(app, { contract, listener });
 }

@@ -15,27 +15,41 @@ const CODE_BY_STATUS: Record<number, string> = {
   400: 'invalid_request', 401: 'unauthorized', 404: 'not_found', 413: 'payload_too_large', 415: 'unsupported_media_type', 429: 'rate_limited', 503: 'unavailable',
 };
 
-export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+/** A problem answer, whatever serves it (Hono, or the read path of src/api/fast.ts). */
+export interface Answer { status: number; body: string; headers: Record<string, string> }
+
+export function problemAnswer(status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Answer {
   // A detail may quote a URL from a library error (an RPC or processor URL): never with its query or userinfo.
   const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail: redactUrls(detail), code };
   // base again last: extra never overrides the RFC 9457 members (a `status` in extra once replaced the HTTP status).
   const body = { ...base, ...extra, ...base };
-  return c.body(JSON.stringify(body), status as never, { 'content-type': 'application/problem+json', ...headers });
+  return { status, body: JSON.stringify(body), headers: { 'content-type': 'application/problem+json', ...headers } };
 }
 
-export function onError(err: Error, c: Context) {
+export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
+  const a = problemAnswer(status, code, detail, extra, headers);
+  return c.body(a.body, a.status as never, a.headers);
+}
+
+/** What an error thrown while serving `path` answers (logged when it is ours to fix). */
+export function errorAnswer(err: Error, path: string): Answer {
   if (err instanceof NodeSvcError) {
     const status = err.code === 'usage' ? 400 : err.status;
     const code = err.code === 'usage' ? 'invalid_request' : err.code;
     const headers: Record<string, string> = status === 401 ? { 'www-authenticate': 'Bearer realm="node-svc"' } : {};
     if ((status === 429 || status === 503) && typeof err.extra.retryAfterSeconds === 'number') headers['retry-after'] = String(err.extra.retryAfterSeconds);
-    if (status >= 500 && status !== 503) log.error('request failed', { code, status, path: c.req.path });
-    return problem(c, status, code, err.message, err.extra, headers);
+    if (status >= 500 && status !== 503) log.error('request failed', { code, status, path });
+    return problemAnswer(status, code, err.message, err.extra, headers);
   }
   if (err instanceof HTTPException) {
     const status = err.status;
-    return problem(c, status, CODE_BY_STATUS[status] ?? 'invalid_request', status === 400 && /JSON/i.test(err.message) ? 'request body is not valid JSON' : err.message || TITLES[status] || 'error');
+    return problemAnswer(status, CODE_BY_STATUS[status] ?? 'invalid_request', status === 400 && /JSON/i.test(err.message) ? 'request body is not valid JSON' : err.message || TITLES[status] || 'error');
   }
-  log.error('unhandled error', { path: c.req.path, error: err?.name ?? 'Error', ...(process.env.DEBUG_NODE_SVC_ERRORS ? { message: String(err?.message), stack: String(err?.stack) } : {}) });
-  return problem(c, 500, 'internal', 'internal error');
+  log.error('unhandled error', { path, error: err?.name ?? 'Error', ...(process.env.DEBUG_NODE_SVC_ERRORS ? { message: String(err?.message), stack: String(err?.stack) } : {}) });
+  return problemAnswer(500, 'internal', 'internal error');
+}
+
+export function onError(err: Error, c: Context) {
+  const a = errorAnswer(err, c.req.path);
+  return c.body(a.body, a.status as never, a.headers);
 }

@@ -665,6 +665,56 @@ describe('HTTP conventions (DESIGN §10)', () => {
     expectProblem(await A.get('/v1/nothing-here'), 404, 'not_found');
   });
 
+  it('the stream reads (answered without the router) give the same answers as through it, and share the rate limit', async () => {
+    // `?` with nothing after it takes the router's path (src/api/fast.ts serves only the plain form): same bytes.
+    const { stream } = await registered();
+    expect((await A.post(`/v1/streams/${stream}/vouchers`, { voucher: voucher(stream, 3000, 120) })).body.accepted).toBe(true);
+    const same = async (path: string, token?: string) => {
+      const direct = await http(daemon.url, path, token === undefined ? {} : { token });
+      const routed = await http(daemon.url, `${path}?`, token === undefined ? {} : { token });
+      const strip = (r: HttpResult) => r.text.replace(/"asOf":"[^"]+"/, '"asOf":"-"');
+      expect(direct.status, path).toBe(routed.status);
+      expect(strip(direct), path).toBe(strip(routed));
+      for (const h of ['content-type', 'www-authenticate', 'retry-after']) expect(direct.headers.get(h), `${path} ${h}`).toBe(routed.headers.get(h));
+      return direct;
+    };
+    for (const view of ['verify', 'headroom', 'finality']) {
+      expect((await same(`/v1/streams/${stream}/${view}`, tokenA)).status).toBe(200);
+      expectProblem(await same(`/v1/streams/no-such-${stream}/${view}`, tokenA), 404, 'not_found');
+      expectProblem(await same(`/v1/streams/${stream}/${view}`), 401, 'unauthorized');
+      expectProblem(await same(`/v1/streams/${stream}/${view}`, `${tokenA}x`), 401, 'unauthorized');
+      expectProblem(await same(`/v1/streams/${'x'.repeat(257)}/${view}`, tokenA), 400, 'invalid_request');
+    }
+    expectProblem(await http(daemon.url, `/v1/streams/${stream}/headroom?x=1`, { token: tokenA }), 400, 'invalid_request');
+    expect((await http(daemon.url, `/v1/streams/${stream}/headroom`, { method: 'HEAD', token: tokenA })).status).toBe(200);
+    expect((await A.get(`/v1/streams/${stream}/nothing`)).status).toBe(404);
+
+    const t2 = await tempDataDir('node-svc-rl-reads-');
+    try {
+      const s = await setupNodes(t2.dataDir, await issuerKeyPair());
+      const d = await startDaemon(t2.dataDir, { rateLimit: 5 });
+      try {
+        // headroom and /v1/streams spend one bucket (burst 10): 8 reads leave room for 2 more requests, not 8
+        const reads = await Promise.all(Array.from({ length: 8 }, () => http(d.url, '/v1/streams/x/headroom', { token: s.tokenA })));
+        expect(reads.map((r) => r.status)).toEqual(Array(8).fill(404));
+        const lists = await Promise.all(Array.from({ length: 8 }, () => http(d.url, '/v1/streams', { token: s.tokenA })));
+        const limited = lists.filter((r) => r.status === 429);
+        expect(limited.length).toBeGreaterThanOrEqual(4);
+        const read = await http(d.url, '/v1/streams/x/headroom', { token: s.tokenA });
+        expectProblem(read, 429, 'rate_limited');
+        expect(Number(read.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        const m = await http(d.url, '/metrics');
+        expect(m.text).toMatch(/^node_svc_http_requests_total\{method="GET",route="\/v1\/streams\/:id\/headroom",status="404"\} 8$/m);
+        expect(m.text).toMatch(/^node_svc_http_requests_total\{method="GET",route="\/v1\/streams\/:id\/headroom",status="429"\} 1$/m);
+        expect(await d.stop('SIGTERM')).toBe(0);
+      } finally {
+        await d.stop('SIGKILL');
+      }
+    } finally {
+      await t2.cleanup();
+    }
+  });
+
   it('--rate-limit 5 → 429 with Retry-After, per token', async () => {
     const t2 = await tempDataDir('node-svc-rl-');
     try {

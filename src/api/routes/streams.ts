@@ -15,24 +15,38 @@ import { metrics } from '../../ops/metrics.js';
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 
+/** A read of one stream by the calling node: what GET /v1/streams/{id}/<suffix> answers with 200. */
+export type StreamRead = (node: string, id: string) => Promise<unknown>;
+
+/** The stream reads by path suffix (verify, headroom, finality): served by Hono and by src/api/fast.ts alike. */
+export type StreamReads = Map<string, StreamRead>;
+
+/** The one check of the path parameter (the route's StreamId schema, 1 to 256 characters): a 400 naming it. */
+export function checkStreamId(id: string): void {
+  if (id.length < 1 || id.length > 256) {
+    const message = 'must be 1 to 256 characters';
+    throw invalidRequest(`invalid request: id: ${message}`, { issues: [{ path: 'id', message }] });
+  }
+}
+
 /**
  * GET /v1/streams/{id}/…, the reads a node makes on its paid path. Declared like every route (the same route
  * object documents it in /openapi.json), but the one path parameter is checked here rather than by the zod
  * validator, whose async parse cost ~15 % of the headroom throughput (bench/http). Same answers: 400 for a bad id.
+ * The same read serves the daemon's direct path (src/api/fast.ts), which answers the common request without Hono.
  */
-function streamRead<R extends RouteConfig>(app: OpenAPIHono<AuthEnv>, route: R, handler: (c: Context<AuthEnv>, id: string) => Response | Promise<Response>) {
+function streamRead<R extends RouteConfig>(app: OpenAPIHono<AuthEnv>, reads: StreamReads, route: R, read: StreamRead) {
   app.openAPIRegistry.registerPath(route);
-  app.get(route.path.replace('{id}', ':id'), (c) => {
+  reads.set(route.path.slice(route.path.lastIndexOf('/') + 1), read);
+  app.get(route.path.replace('{id}', ':id'), async (c) => {
     const id = c.req.param('id') ?? '';
-    if (id.length < 1 || id.length > 256) {
-      const message = 'must be 1 to 256 characters';
-      throw invalidRequest(`invalid request: id: ${message}`, { issues: [{ path: 'id', message }] });
-    }
-    return handler(c, id);
+    checkStreamId(id);
+    return c.json(await read(c.get('node'), id) as never, 200);
   });
 }
 
-export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
+export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
+  const reads: StreamReads = new Map();
   app.openapi(
     createRoute({
       method: 'post', path: '/v1/allowances/verify', tags: ['allowances'], security, operationId: 'verifyAllowance',
@@ -64,31 +78,31 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     },
   );
 
-  streamRead(app,
+  streamRead(app, reads,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/verify', tags: ['streams'], security, operationId: 'verifyStream', summary: 'Is the stream open and payable to the caller',
       request: { params: StreamId },
       responses: { 200: json(StreamVerify, 'Stream standing'), ...problemResponses(400, 401, 404, 429, 503) },
     }),
-    async (c, id) => c.json(await streamVerify(d, c.get('node'), id), 200),
+    (node, id) => streamVerify(d, node, id),
   );
 
-  streamRead(app,
+  streamRead(app, reads,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/headroom', tags: ['streams'], security, operationId: 'getHeadroom', summary: 'Remaining cap, remaining network units, rate, degradation stage',
       request: { params: StreamId },
       responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(400, 401, 404, 429, 503) },
     }),
-    async (c, id) => c.json(await headroom(d, c.get('node'), id), 200),
+    (node, id) => headroom(d, node, id),
   );
 
-  streamRead(app,
+  streamRead(app, reads,
     createRoute({
       method: 'get', path: '/v1/streams/{id}/finality', tags: ['streams'], security, operationId: 'getFinality', summary: 'Settled-frontier finality and billed truth (the last signed voucher)',
       request: { params: StreamId },
       responses: { 200: json(FinalityView, 'Finality; only finality "final" is a credit signal'), ...problemResponses(400, 401, 404, 429) },
     }),
-    async (c, id) => c.json(await finality(d, c.get('node'), id), 200),
+    (node, id) => finality(d, node, id),
   );
 
   app.openapi(
@@ -106,4 +120,5 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       return c.json(await submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
     },
   );
+  return reads;
 }
