@@ -1,7 +1,7 @@
 // The escrow rail end to end (DESIGN §5–6): the real daemon (bin/node-svc daemon --mode escrow) against a real
 // local chain (ganache via startSandboxChain), a real webhook receiver, credentials with cnf.addr, EIP-712 vouchers,
 // settlement → checkpointed → final, a SIGKILL mid-settlement, and the refusals to start on a doubtful config.
-import { inspectStore, type Inspector } from '../helpers/inspect.js';
+import { inspectStore, readRows, type Inspector } from '../helpers/inspect.js';
 import { join } from 'node:path';
 import { keccak256, toHex, type Hex } from 'viem';
 import { generatePrivateKey } from 'viem/accounts';
@@ -263,7 +263,8 @@ describe('a daemon killed mid-settlement', () => {
   });
 
   const start = async () => {
-    daemon = await startEscrowDaemon(t.dataDir, flags);
+    // Each restart waits for the killed daemon's settlement lease to run out: 3 s here instead of 10 s.
+    daemon = await startEscrowDaemon(t.dataDir, flags, { env: { NODE_SVC_SETTLER_LEASE_MS: '3000' } });
     return clientOf(daemon.url, token);
   };
   const kill = async () => {
@@ -272,18 +273,17 @@ describe('a daemon killed mid-settlement', () => {
     outputs.push(d.stdout, d.stderr);
     daemon = undefined;
   };
-  /** Poll the daemon's database (a fresh read-only connection each time) until `pred` holds for the stream's rows. */
+  /**
+   * Poll the daemon's database (a fresh read-only connection each time) until `pred` holds for the stream's rows.
+   * Never blocking this process: the sandbox chain answers the daemon's RPC calls from here (readRows).
+   */
   const waitRows = async (stream: string, pred: (rows: Array<{ amount: number; status: string }>) => boolean, what: string) => {
     const end = Date.now() + 15_000;
     for (;;) {
-      const db = inspectStore(t.dataDir, { readonly: true });
-      try {
-        const rows = db.prepare('SELECT amount_micro AS amount, status FROM settlements WHERE stream = ?').all(stream) as Array<{ amount: number; status: string }>;
-        if (pred(rows)) return rows;
-      } finally {
-        db.close();
-      }
-      if (Date.now() > end) throw new Error(`${what}: not reached`);
+      const rows = await readRows<{ amount: number | string; status: string }>(t.dataDir, 'SELECT amount_micro AS amount, status FROM settlements WHERE stream = ?', [stream]);
+      const shaped = rows.map((r) => ({ amount: Number(r.amount), status: r.status }));
+      if (pred(shaped)) return shaped;
+      if (Date.now() > end) throw new Error(`${what}: not reached (rows: ${JSON.stringify(shaped)})`);
       await new Promise((r) => setTimeout(r, 2));
     }
   };

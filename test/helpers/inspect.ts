@@ -71,3 +71,30 @@ export function inspectStore(dataDir: string, opts: { readonly?: boolean } = {})
   const db = new Database(join(dataDir, 'node-svc.db'), { readonly: !!opts.readonly, fileMustExist: true });
   return { dialect: 'sqlite', prepare: (sql) => db.prepare(sql) as unknown as InspectStatement, close: () => db.close() };
 }
+
+/**
+ * Rows of one read, without blocking this process: on PostgreSQL through a client connection, not psql. For polling
+ * loops in tests whose process also serves something the daemon waits on (the sandbox chain runs in the test
+ * process: a psql run every few ms, synchronous, stalled the chain's RPC answers and so the daemon's settlement).
+ */
+export async function readRows<T = Record<string, unknown>>(dataDir: string, sql: string, params: unknown[] = []): Promise<T[]> {
+  const url = pgUrlOf(dataDir);
+  if (!url) {
+    const db = new Database(join(dataDir, 'node-svc.db'), { readonly: true, fileMustExist: true });
+    try {
+      return db.prepare(sql).all(...params) as T[];
+    } finally {
+      db.close();
+    }
+  }
+  const pg = (await import('pg')).default;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    let i = 0;
+    const res = await client.query(sql.replace(/\?/g, () => `$${++i}`), params);
+    return res.rows.map((r) => sqliteShaped(r as Record<string, unknown>)) as T[];
+  } finally {
+    await client.end();
+  }
+}
