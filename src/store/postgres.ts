@@ -296,20 +296,9 @@ const began = new WeakSet<pg.PoolClient>();
  * issues together (Promise.all) with one another. A write that ran no statement sends neither BEGIN nor COMMIT.
  */
 function beginsWithFirst(client: pg.PoolClient, beginSql: string): Runner {
-  const stream = (client as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
-  let corked = false;
-  const cork = () => {
-    if (corked || !stream?.cork || !stream.uncork) return;
-    stream.cork();
-    corked = true;
-    process.nextTick(() => {
-      corked = false;
-      stream.uncork!();
-    });
-  };
   return {
     query: async (config) => {
-      cork();
+      corkUntil(client, process.nextTick);
       if (began.has(client)) return client.query(config);
       began.add(client);
       const [, res] = await Promise.all([client.query(beginSql), client.query(config)]);
@@ -341,7 +330,7 @@ class Pipelines {
     } catch (err) {
       this.fail(err);
     }
-    corkUntilImmediate(c);
+    corkUntil(c, setImmediate);
     return c.query(config);
   }
 
@@ -362,13 +351,17 @@ class Pipelines {
 }
 
 const corked = new WeakSet<object>();
-/** What is written to this connection until the event loop's check phase goes out in one packet. */
-function corkUntilImmediate(c: pg.Client): void {
+/**
+ * What is written to this connection until `later` runs goes out in one packet: a statement's Parse, Bind, Describe,
+ * Execute and Sync (pg writes them one by one), and the statements issued with it. `process.nextTick`: this turn's
+ * statements of one write; `setImmediate`: every read of the event loop's turn.
+ */
+function corkUntil(c: pg.Client, later: (fn: () => void) => void): void {
   const stream = (c as unknown as { connection?: { stream?: { cork?(): void; uncork?(): void } } }).connection?.stream;
   if (!stream?.cork || !stream.uncork || corked.has(stream)) return;
   stream.cork();
   corked.add(stream);
-  setImmediate(() => {
+  later(() => {
     corked.delete(stream);
     stream.uncork!();
   });
@@ -425,6 +418,7 @@ class PgStore implements PostgresStore {
       query: async (config) => {
         const client = await this.#connect();
         try {
+          corkUntil(client, process.nextTick);
           const res = await client.query(config);
           client.release();
           return res;
