@@ -1,0 +1,405 @@
+// bench/pg-client: the PostgreSQL client itself, by measurement (issue 21): pg, as the store uses it (dist/store/
+// postgres.js: a pool whose clients pipeline, BEGIN sent with a write's first statement, reads on 3 shared pipelined
+// connections), against postgres.js (`postgres`, which pipelines by itself), on one real PostgreSQL 15 server in a temp
+// dir (bench/lib/postgres.mjs: fsync on, server defaults) with the daemon's own schema (the store's migrations).
+//
+// Both clients run the store's own statements: streams.billIfUnchanged and streams.getForHeadroom from dist/, called
+// with the store's Sql (pg) or with the same Sql written over postgres.js (pjsSql below: the store's `?`/@name SQL
+// compiled by the store's compileSql, sent as a named prepared statement with sql.unsafe(text, values, { prepare }),
+// integers converted as the store converts them). What differs is the client under the Sql interface, nothing else.
+//
+// 1. The voucher write (POST /v1/streams/{id}/vouchers once judged): the conditional UPDATE of the stream (billed
+//    and updated_at as last seen) with the voucher's INSERT in a CTE, RETURNING. Each caller bills its own stream
+//    upward (as the daemon's callers do); a write that loses its condition stops the bench (it never should).
+//    - pg, the daemon's path: writeOne → store.autocommit, the one statement committed on its own (1 round trip);
+//    - pg, store.write(): the same statement in a transaction (BEGIN travels with it; then COMMIT: 2 round trips);
+//    - postgres.js, the same statement on its own (1 round trip);
+//    - postgres.js sql.begin(async sql => statement): BEGIN, statement, COMMIT (postgres.js awaits its BEGIN: 3);
+//    - postgres.js sql.begin(sql => [update, insert]), its pipelined form: the UPDATE and a conditional INSERT sent
+//      together (BEGIN, both, COMMIT: 3 round trips).
+//    The verdict compares the daemon's path with postgres.js's fastest form; pg's write() against postgres.js's
+//    sql.begin is printed for the record.
+// 2. The headroom read (GET /v1/streams/{id}/headroom): one stream by primary key with its revocation, budget and
+//    billed amount as of the rate window. pg: store.q (3 shared pipelined connections); postgres.js with max 3
+//    connections (the same layout) and, for the record, with its default of 10.
+// Callers: 1 and 16 (BENCH_CALLERS), closed loops for BENCH_SECONDS (1) each, BENCH_ROUNDS (5) rounds, the variants
+// of a case back to back in each round, their order reversed every other round; medians over rounds (ratios: the
+// median of the per-round ratios). Write connections: 24 for both (the store's pool size).
+// 3. The same through a TCP proxy (a child process running this file) that delays every chunk by BENCH_RTT_MS / 2
+//    (4 ms round trip by default) each way, in order per connection: round trips are where the clients differ.
+//
+// Target (per case): postgres.js / pg <= 1.111, i.e. pg (the client kept) within 0.9× of postgres.js or better; a MISS
+// says postgres.js wins clearly there. Also printed, for the record: how each client returns int8 and numeric, and
+// takes a BigInt parameter. Run time here: about 3 minutes.
+import { fork } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import net from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import postgres from 'postgres';
+import { pgUnavailable, startPostgres } from './lib/postgres.mjs';
+import { report, result } from './lib/report.mjs';
+import { fmt, median } from './lib/setup.mjs';
+
+const SELF = fileURLToPath(import.meta.url);
+
+// ---------------------------------------------------------------------------------------------------------------
+// The latency proxy (child role): 127.0.0.1:<port> → 127.0.0.1:<target>, each chunk delayed by `oneWayMs` in each
+// direction. Timers of one duration fire in the order they were set, so each direction keeps its order.
+
+function proxyChild(target, oneWayMs) {
+  const server = net.createServer((down) => {
+    const up = net.connect(target, '127.0.0.1');
+    for (const s of [down, up]) s.setNoDelay(true);
+    const pipe = (from, to) => {
+      from.on('data', (chunk) => setTimeout(() => { if (!to.destroyed) to.write(chunk); }, oneWayMs));
+      from.on('end', () => setTimeout(() => to.end(), oneWayMs));
+      from.on('error', () => setTimeout(() => to.destroy(), oneWayMs));
+      from.on('close', () => setTimeout(() => to.destroy(), oneWayMs + 1));
+    };
+    pipe(down, up);
+    pipe(up, down);
+  });
+  server.listen(0, '127.0.0.1', () => process.send({ port: server.address().port }));
+  process.on('disconnect', () => process.exit(0));
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The bench
+
+async function benchMain() {
+  const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
+  const SECONDS = Number(process.env.BENCH_SECONDS ?? 1);
+  const CALLERS = (process.env.BENCH_CALLERS ?? '1,16').split(',').map(Number);
+  const RTT_MS = Number(process.env.BENCH_RTT_MS ?? 4);
+  const TARGET = 1 / 0.9; // postgres.js / pg at most this: pg within 0.9× of postgres.js
+  const WRITE_CONNECTIONS = 24; // the store's pool (src/store/postgres.ts poolSize default)
+  const READ_CONNECTIONS = 3; // the store's shared read connections (READ_CONNECTIONS there)
+  const NODE = 'node-a';
+  const VOUCHER = `eyJhbGciOiJFZERTQSJ9.${'x'.repeat(220)}.${'s'.repeat(86)}`; // about the size of a JWS voucher
+
+  const dist = new URL('../dist/', import.meta.url);
+  const { openPostgresStore, compileSql } = await import(new URL('store/postgres.js', dist).href);
+  const { streams } = await import(new URL('store/streams.js', dist).href);
+  const { writeOne } = await import(new URL('store/sql.js', dist).href);
+
+  const why = pgUnavailable();
+  if (why) throw new Error(`no PostgreSQL server can be started here: ${why}`);
+  const started = performance.now();
+  const closers = [];
+  let server;
+  let proxy;
+  const dataDir = mkdtempSync(join(tmpdir(), 'node-svc-bench-pgclient-'));
+  const cleanup = async () => {
+    for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
+    proxy?.kill();
+    await server?.stop().catch((e) => console.error(`bench/pg-client: stopping PostgreSQL: ${e.message}`));
+    rmSync(dataDir, { recursive: true, force: true });
+  };
+  for (const sig of ['SIGINT', 'SIGTERM']) process.once(sig, () => { cleanup().finally(() => process.exit(130)); });
+
+  try {
+    server = await startPostgres();
+    const url = await server.createDatabase('nsvc_pgclient');
+    const direct = new URL(url);
+
+    // ---- schema (the daemon's migrations) and one stream per caller ----
+    const setup = await openPostgresStore(url, { dataDir });
+    closers.push(() => setup.close());
+    const maxCallers = Math.max(...CALLERS);
+    const now0 = Date.now();
+    await setup.autocommit.run('INSERT INTO nodes(id, created_at) VALUES (?, ?)', [NODE, now0]);
+    const state = [];
+    for (let k = 0; k < maxCallers; k++) {
+      const id = `str_bench_${k}`;
+      await streams.insert(setup.autocommit, {
+        node_id: NODE, id, budget: `bud_${k}`, issuer: 'https://issuer.bench', payer: 'payer', credential_id: `cred_${k}`, credential: 'x'.repeat(600),
+        iat: Math.floor(now0 / 1000), exp: Math.floor(now0 / 1000) + 86_400, cap_micro: 10n ** 15n, asset: 'USD', unit_price_micro: 1n,
+        rate_micro_per_s: null, mode: 'card', voucher_key: '{}', claims: '{}', now: now0, funding_source: null,
+      });
+      state.push({ node_id: NODE, id, billed_micro: 0n, billed_units: 0n, updated_at: now0, cap_micro: 10n ** 15n, funding_status: 'none', funding_limit_micro: null });
+    }
+
+    // ---- int8 and friends, as each client gives them by default (for the record) ----
+    const facts = await clientFacts(url);
+
+    // The two-statement form of the write for sql.begin(sql => [...]): the store's UPDATE as written for SQLite
+    // (the common dialect), then the voucher's row inserted only if this transaction's update landed.
+    const updateSql = await captureUpdate(streams, state[0]);
+    const insertSql = `INSERT INTO vouchers(node_id, stream, amount_micro, units, signed_at, received_at, voucher)
+      SELECT node_id, id, CAST(@amount AS BIGINT), CAST(@units AS BIGINT), CAST(@signedAt AS BIGINT), CAST(@now AS BIGINT), CAST(@voucher AS TEXT)
+      FROM streams WHERE node_id = @node AND id = @id AND billed_micro = @amount AND billed_voucher = @voucher AND updated_at = @now`;
+
+    /** The next voucher of caller k's stream: one micro-unit more, judged on the row as last billed. */
+    const nextVoucher = (k) => {
+      const seen = state[k];
+      const now = Math.max(Date.now(), seen.updated_at);
+      return { seen, v: { amount: seen.billed_micro + 1n, units: seen.billed_units + 1n, voucher: VOUCHER, signedAt: Math.floor(now / 1000), now } };
+    };
+    const billed = (k, v, ok, how) => {
+      if (!ok) throw new Error(`${how}: the conditional update of ${state[k].id} did not land (the bench's own state is wrong)`);
+      state[k] = { ...state[k], billed_micro: v.amount, billed_units: v.units, updated_at: v.now };
+    };
+    const windowStart = () => Date.now() - 60_000;
+
+    /** The clients on `target` (a URL: direct, or through the proxy). */
+    async function clientsOn(target) {
+      const store = await openPostgresStore(target, { dataDir });
+      const pjsOptions = { onnotice: () => {}, connection: { application_name: 'node-svc-bench' }, idle_timeout: 30 };
+      const pjsWrites = postgres(target, { ...pjsOptions, max: WRITE_CONNECTIONS });
+      const pjsReads = postgres(target, { ...pjsOptions, max: READ_CONNECTIONS });
+      const pjsReads10 = postgres(target, pjsOptions); // its default max (10)
+      const closeAll = async () => {
+        await store.close();
+        await Promise.all([pjsWrites, pjsReads, pjsReads10].map((s) => s.end({ timeout: 5 })));
+      };
+      closers.push(closeAll);
+      const bind = (text, p) => { const c = compileSql(text); return [c.text, bindValues(c, p)]; };
+      const paramsOf = (seen, v) => ({
+        node: seen.node_id, id: seen.id, amount: v.amount, units: v.units, voucher: v.voucher, signedAt: v.signedAt, now: v.now,
+        billed: seen.billed_micro, billedUnits: seen.billed_units, updated: seen.updated_at, cap: seen.cap_micro,
+        funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n,
+      });
+      const write = {
+        'pg, the daemon\'s path (writeOne: autocommit)': async (k) => {
+          const { seen, v } = nextVoucher(k);
+          billed(k, v, await writeOne(store, (q) => streams.billIfUnchanged(q, seen, v)), 'pg autocommit');
+        },
+        'pg store.write() (BEGIN with it, COMMIT)': async (k) => {
+          const { seen, v } = nextVoucher(k);
+          billed(k, v, await store.write((tx) => streams.billIfUnchanged(tx, seen, v)), 'pg write()');
+        },
+        'postgres.js, the statement on its own': async (k) => {
+          const { seen, v } = nextVoucher(k);
+          billed(k, v, await streams.billIfUnchanged(pjsSql(pjsWrites, compileSql), seen, v), 'postgres.js autocommit');
+        },
+        'postgres.js sql.begin(async sql => …)': async (k) => {
+          const { seen, v } = nextVoucher(k);
+          billed(k, v, await pjsWrites.begin((tx) => streams.billIfUnchanged(pjsSql(tx, compileSql), seen, v)), 'postgres.js sql.begin');
+        },
+        'postgres.js sql.begin(sql => [update, insert])': async (k) => {
+          const { seen, v } = nextVoucher(k);
+          const p = paramsOf(seen, v);
+          const [u, i] = await pjsWrites.begin((tx) => [
+            tx.unsafe(...bind(updateSql, p), { prepare: true }),
+            tx.unsafe(...bind(insertSql, p), { prepare: true }),
+          ]);
+          billed(k, v, u.count === 1 && i.count === 1, 'postgres.js pipelined sql.begin');
+        },
+      };
+      const headroomRead = (q) => async (k) => {
+        const row = await streams.getForHeadroom(q, NODE, state[k].id, windowStart());
+        if (!row || typeof row.billed_micro !== 'bigint') throw new Error('the headroom read found no stream (or no BigInt amount)');
+      };
+      const read = {
+        'pg store.q (3 shared pipelined connections)': headroomRead(store.q),
+        'postgres.js, max 3 connections': headroomRead(pjsSql(pjsReads, compileSql)),
+        'postgres.js, max 10 (its default)': headroomRead(pjsSql(pjsReads10, compileSql)),
+      };
+      return { write, read, closeAll };
+    }
+
+    const settings = [{ name: 'loopback', url, rtt: 0 }];
+    if (RTT_MS > 0) {
+      proxy = fork(SELF, ['proxy', direct.port, String(RTT_MS / 2)], { stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+      const { port } = await new Promise((resolve, reject) => { proxy.once('message', resolve); proxy.once('exit', () => reject(new Error('the latency proxy exited'))); });
+      const via = new URL(url);
+      via.port = String(port);
+      settings.push({ name: `+${RTT_MS} ms RTT`, url: via.href, rtt: RTT_MS });
+    }
+
+    const results = [];
+    const table = [];
+    const verdicts = [];
+    for (const s of settings) {
+      const c = await clientsOn(s.url);
+      const measuredRtt = await roundTrip(s.url);
+      console.log(`\n${s.name}: SELECT 1 round trip (pg, median of 50) ${measuredRtt.toFixed(2)} ms`);
+      // Warm up: every connection opened, every statement prepared on it (postgres.js describes a statement first).
+      for (const [, variants] of [['write', c.write], ['read', c.read]])
+        for (const op of Object.values(variants)) await closedLoop(op, maxCallers, Math.min(400, SECONDS * 1000));
+      const ops = {}; // case → callers → variant → [ops/s per round]
+      const cpu = {}; // the same → [this process's CPU µs per op, per round]
+      for (let r = 0; r < ROUNDS; r++) {
+        for (const [kase, variants] of [['write', c.write], ['read', c.read]]) {
+          for (const n of CALLERS) {
+            const names = Object.keys(variants);
+            if (r % 2) names.reverse();
+            for (const name of names) {
+              const x = await closedLoop(variants[name], n, SECONDS * 1000, (((cpu[kase] ??= {})[n] ??= {})[name] ??= []));
+              (((ops[kase] ??= {})[n] ??= {})[name] ??= []).push(x);
+            }
+          }
+        }
+      }
+      await c.closeAll();
+      closers.splice(closers.indexOf(c.closeAll), 1);
+
+      for (const kase of ['write', 'read']) {
+        for (const n of CALLERS) {
+          const per = ops[kase][n];
+          const names = Object.keys(per);
+          const kept = names[0]; // pg's product path
+          const pjs = names.filter((x) => x.startsWith('postgres.js'));
+          const best = pjs.reduce((a, b) => (median(per[b]) > median(per[a]) ? b : a));
+          const ratio = (a, b) => median(per[a].map((x, i) => x / per[b][i]));
+          console.log(`  ${kase}, ${n} caller${n > 1 ? 's' : ''}:`);
+          for (const name of names)
+            console.log(`    ${name.padEnd(48)} ${fmt(median(per[name])).padStart(7)} ops/s  ${fmt(median(cpu[kase][n][name])).padStart(4)} µs CPU/op${name === kept ? '' : `   × ${ratio(name, kept).toFixed(2)} of pg's path`}`);
+          const fig = ratio(best, kept);
+          const label = `${kase} ${n} caller${n > 1 ? 's' : ''} ${s.name}: postgres.js (${best.replace(/^postgres\.js,? ?/, '')}) / pg`;
+          results.push(result(label, fig, 'ratio', ['<=', Math.round(TARGET * 1000) / 1000]));
+          verdicts.push({ kase, n, setting: s.name, fig, best });
+          table.push([`${kase} ×${n} ${s.name}`, median(per[kept]), median(per[best]), fig]);
+          if (kase === 'write') {
+            const txPg = 'pg store.write() (BEGIN with it, COMMIT)';
+            const txPjs = ['postgres.js sql.begin(async sql => …)', 'postgres.js sql.begin(sql => [update, insert])'].reduce((a, b) => (median(per[b]) > median(per[a]) ? b : a));
+            results.push(result(`write in a transaction ${n} caller${n > 1 ? 's' : ''} ${s.name}: postgres.js ${txPjs.includes('[') ? 'pipelined sql.begin' : 'sql.begin'} / pg store.write()`, ratio(txPjs, txPg), 'ratio'));
+          }
+        }
+      }
+    }
+
+    console.log('\nint8 and friends by default (what each client hands back; node-svc needs BIGINT exact):');
+    for (const line of facts) console.log(`  ${line}`);
+    console.log('\ncase                            pg ops/s   postgres.js ops/s (its best form)   postgres.js / pg');
+    for (const [what, a, b, r] of table) console.log(`  ${what.padEnd(28)} ${fmt(a).padStart(9)}   ${fmt(b).padStart(9)}                           ${r.toFixed(2)}`);
+    const missed = verdicts.filter((v) => v.fig > TARGET);
+    console.log(missed.length
+      ? `\nMISS: postgres.js is ahead by more than 1/0.9 in ${missed.map((v) => `${v.kase} ×${v.n} ${v.setting} (${v.fig.toFixed(2)})`).join(', ')}`
+      : '\nPASS: pg, as the store uses it, is within 0.9× of postgres.js or ahead in every case: keep pg');
+    console.log(`(${ROUNDS} rounds of ${SECONDS} s; ${((performance.now() - started) / 1000).toFixed(0)} s in all)`);
+    await cleanup();
+    report('pg-client', results);
+  } catch (err) {
+    console.error(`bench/pg-client failed: ${err?.stack ?? err}`);
+    await cleanup();
+    process.exitCode = 1;
+  }
+
+  /** `callers` closed loops of `op(k)` for `ms`; ops/s (and this process's CPU µs per op pushed on `cpuOut`). */
+  async function closedLoop(op, callers, ms, cpuOut) {
+    let n = 0;
+    const cpu0 = process.cpuUsage();
+    const t0 = performance.now();
+    const end = t0 + ms;
+    await Promise.all(Array.from({ length: callers }, async (_, k) => {
+      while (performance.now() < end) {
+        await op(k);
+        n++;
+      }
+    }));
+    const cpu = process.cpuUsage(cpu0);
+    cpuOut?.push((cpu.user + cpu.system) / n);
+    return n / ((performance.now() - t0) / 1000);
+  }
+
+  /** The UPDATE of billIfUnchanged as the store writes it for SQLite (the common dialect), caught on its way out. */
+  async function captureUpdate(streamsModule, seen) {
+    let caught;
+    const q = { dialect: 'sqlite', run: async (s) => { caught ??= s; return 0; }, get: async () => undefined, all: async () => [], value: async () => undefined };
+    await streamsModule.billIfUnchanged(q, seen, { amount: 1n, units: 1n, voucher: '', signedAt: 0, now: 0 });
+    if (!caught?.startsWith('UPDATE streams')) throw new Error('billIfUnchanged no longer starts with UPDATE streams');
+    return caught;
+  }
+
+  /** The median SELECT 1 round trip through `target` with pg. */
+  async function roundTrip(target) {
+    const c = new pg.Client({ connectionString: target });
+    await c.connect();
+    const t = [];
+    for (let i = 0; i < 50; i++) {
+      const t0 = performance.now();
+      await c.query('SELECT 1');
+      t.push(performance.now() - t0);
+    }
+    await c.end();
+    return median(t);
+  }
+
+  /** How int8, numeric and a BigInt parameter fare with each client's defaults. */
+  async function clientFacts(target) {
+    const out = [];
+    const big = 9007199254740993n; // 2^53 + 1: not a JS number
+    const text = 'SELECT CAST($1 AS BIGINT) AS i8, CAST($1 AS BIGINT) * 10 AS i8x10, CAST($1 AS NUMERIC) / 2 AS num, COUNT(*) AS cnt';
+    const show = (v) => `${typeof v} ${typeof v === 'bigint' ? `${v}n` : JSON.stringify(v)}`;
+    const c = new pg.Client({ connectionString: target });
+    await c.connect();
+    try {
+      const r = (await c.query(text, [big])).rows[0];
+      out.push(`pg (its global defaults): int8 → ${show(r.i8)}, count(*) → ${show(r.cnt)}, numeric → ${show(r.num)}; a BigInt parameter → ${r.i8 === big.toString() ? 'sent exact' : `sent as ${r.i8}`}`);
+    } catch (err) {
+      out.push(`pg: a BigInt parameter → ${err.message}`);
+    } finally {
+      await c.end();
+    }
+    for (const [label, opts] of [['postgres.js (defaults)', {}], ['postgres.js (types: { bigint: postgres.BigInt })', { types: { bigint: postgres.BigInt } }]]) {
+      const sql = postgres(target, { max: 1, onnotice: () => {}, ...opts });
+      try {
+        const [r] = await sql.unsafe(text, [big], { prepare: true });
+        out.push(`${label}: int8 → ${show(r.i8)}, count(*) → ${show(r.cnt)}, numeric → ${show(r.num)}; a BigInt parameter → ${String(r.i8) === big.toString() ? 'sent exact' : `sent as ${r.i8}`}`);
+      } catch (err) {
+        out.push(`${label}: ${err.message}`);
+      } finally {
+        await sql.end({ timeout: 5 });
+      }
+    }
+    out.push('node-svc\'s store: int8/numeric parsed as strings by its own pool parsers, then BigInt where the caller asks (safe) — never a float on the way');
+    return out;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// The store's Sql over postgres.js: what src/store/postgres.ts does over pg (compile, bind, convert), with sql.unsafe.
+
+const INT2 = 21, INT4 = 23, INT8 = 20, NUMERIC = 1700, BOOL = 16;
+const toParam = (v) => (typeof v === 'bigint' ? v.toString() : v === undefined ? null : v);
+
+function bindValues(c, params) {
+  if (c.names) return c.names.map((k) => { if (!(k in params)) throw new Error(`missing named parameter "${k}"`); return toParam(params[k]); });
+  return c.count ? params.map(toParam) : [];
+}
+
+/** Integers as the store gives them: BigInt when `safe`, else numbers; booleans as 1/0 (SQLite's way). */
+function convert(rows, safe) {
+  if (!rows.length) return rows;
+  const conv = [];
+  for (const col of rows.columns) {
+    const t = col.type;
+    if (t === BOOL) conv.push([col.name, (v) => (v ? 1 : 0)]);
+    else if (safe) {
+      if (t === INT2 || t === INT4) conv.push([col.name, (v) => BigInt(v)]);
+      else if (t === INT8) conv.push([col.name, (v) => BigInt(v)]);
+      else if (t === NUMERIC) conv.push([col.name, (v) => (/^-?\d+$/.test(v) ? BigInt(v) : Number(v))]);
+    } else if (t === INT8 || t === NUMERIC) conv.push([col.name, (v) => Number(v)]);
+  }
+  if (!conv.length) return rows;
+  for (const r of rows) for (const [k, fn] of conv) if (r[k] !== null && r[k] !== undefined) r[k] = fn(r[k]);
+  return rows;
+}
+
+function pjsSql(sql, compileSql) {
+  const exec = (text, params) => {
+    const c = compileSql(text);
+    return sql.unsafe(c.text, bindValues(c, params), { prepare: true });
+  };
+  return {
+    dialect: 'postgres',
+    get: async (text, params, safe = false) => convert(await exec(text, params), safe)[0],
+    all: async (text, params, safe = false) => convert(await exec(text, params), safe),
+    value: async (text, params, safe = false) => {
+      const rows = convert(await exec(text, params), safe);
+      return rows.length ? rows[0][rows.columns[0].name] : undefined;
+    },
+    run: async (text, params) => (await exec(text, params)).count,
+  };
+}
+
+// Last: the helpers above are defined before either role runs.
+if (process.argv[2] === 'proxy') {
+  proxyChild(Number(process.argv[3]), Number(process.argv[4]));
+} else {
+  await benchMain();
+}
