@@ -17,6 +17,11 @@
 //    - postgres.js sql.begin(async sql => statement): BEGIN, statement, COMMIT (postgres.js awaits its BEGIN: 3);
 //    - postgres.js sql.begin(sql => [update, insert]), its pipelined form: the UPDATE and a conditional INSERT sent
 //      together (BEGIN, both, COMMIT: 3 round trips).
+//    - pg, the daemon's path corked, for the record: what a change in the store would give (emulated here: a second
+//      store whose pg clients, known by their application_name, cork their socket until the next tick around each
+//      query, as src/store/postgres.ts beginsWithFirst does for transactions). Without it pg writes a statement's
+//      Bind, Describe, Execute and Sync to the socket one by one, and the server reads them one by one;
+//      postgres.js writes each statement as one buffer.
 //    The verdict compares the daemon's path with postgres.js's statement on its own (the same round trips); pg's
 //    write() against postgres.js's sql.begin (the same statement in a transaction) is printed for the record.
 // 2. The headroom read (GET /v1/streams/{id}/headroom): one stream by primary key with its revocation, budget and
@@ -31,11 +36,14 @@
 // 3. The same through a TCP proxy (a child process running this file) that delays every chunk by BENCH_RTT_MS / 2
 //    (4 ms round trip by default) each way, in order per connection: round trips are where the clients differ.
 //
+// Each variant also shows CPU µs per op: this process's (the client, everything in it) and the server's (the
+// postmaster and its children, from /proc; coarse: clock ticks of 10 ms).
+//
 // Target (per case): postgres.js / pg <= 1.111, i.e. pg (the client kept) within 0.9× of postgres.js or better; a MISS
 // says postgres.js wins clearly there. Also printed, for the record: how each client returns int8 and numeric, and
 // takes a BigInt parameter. Run time here: about 3 minutes.
 import { fork } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -87,6 +95,7 @@ async function benchMain() {
   const PJS_WRITE = 'postgres.js, the statement on its own';
   const PJS_TX = 'postgres.js sql.begin(async sql => …)';
   const PJS_PIPELINED = 'postgres.js sql.begin(sql => [update, insert])';
+  const PG_CORKED = 'pg, the daemon\'s path corked (emulated)';
   const PG_READ = 'pg store.q (3 shared pipelined connections)';
   const PJS_READ = 'postgres.js, max 3 connections';
   const VOUCHER = `eyJhbGciOiJFZERTQSJ9.${'x'.repeat(220)}.${'s'.repeat(86)}`; // about the size of a JWS voucher
@@ -102,6 +111,7 @@ async function benchMain() {
   const closers = [];
   let server;
   let proxy;
+  let serverCpu; // () => the server's CPU µs so far (serverCpuReader), or undefined
   const dataDir = mkdtempSync(join(tmpdir(), 'node-svc-bench-pgclient-'));
   const cleanup = async () => {
     for (const c of closers.splice(0).reverse()) await c().catch(() => undefined);
@@ -135,6 +145,7 @@ async function benchMain() {
 
     // ---- int8 and friends, as each client gives them by default (for the record) ----
     const facts = await clientFacts(url);
+    serverCpu = await serverCpuReader(url);
 
     // The two-statement form of the write for sql.begin(sql => [...]): the store's UPDATE as written for SQLite
     // (the common dialect), then the voucher's row inserted only if this transaction's update landed.
@@ -155,15 +166,32 @@ async function benchMain() {
     };
     const windowStart = () => Date.now() - 60_000;
 
+    // The corked store's pg clients (see PG_CORKED): every query of theirs corks the socket until the next tick.
+    const CORKED_APP = 'node-svc-bench-corked';
+    const pgQuery = pg.Client.prototype.query;
+    pg.Client.prototype.query = function corkedQuery(...args) {
+      const stream = this.connectionParameters?.application_name === CORKED_APP ? this.connection?.stream : undefined;
+      if (stream?.cork && !stream.benchCorked) {
+        stream.cork();
+        stream.benchCorked = true;
+        process.nextTick(() => { stream.benchCorked = false; stream.uncork(); });
+      }
+      return pgQuery.apply(this, args);
+    };
+
     /** The clients on `target` (a URL: direct, or through the proxy). */
     async function clientsOn(target) {
       const store = await openPostgresStore(target, { dataDir });
+      const corkedUrl = new URL(target);
+      corkedUrl.searchParams.set('application_name', CORKED_APP);
+      const corked = await openPostgresStore(corkedUrl.href, { dataDir });
       const pjsOptions = { onnotice: () => {}, connection: { application_name: 'node-svc-bench' }, idle_timeout: 30 };
       const pjsWrites = postgres(target, { ...pjsOptions, max: WRITE_CONNECTIONS });
       const pjsReads = postgres(target, { ...pjsOptions, max: READ_CONNECTIONS });
       const pjsReads10 = postgres(target, pjsOptions); // its default max (10)
       const closeAll = async () => {
         await store.close();
+        await corked.close();
         await Promise.all([pjsWrites, pjsReads, pjsReads10].map((s) => s.end({ timeout: 5 })));
       };
       closers.push(closeAll);
@@ -177,6 +205,10 @@ async function benchMain() {
         [PG_WRITE]: async (k) => {
           const { seen, v } = nextVoucher(k);
           billed(k, v, await writeOne(store, (q) => streams.billIfUnchanged(q, seen, v)), 'pg autocommit');
+        },
+        [PG_CORKED]: async (k) => {
+          const { seen, v } = nextVoucher(k);
+          billed(k, v, await writeOne(corked, (q) => streams.billIfUnchanged(q, seen, v)), 'pg autocommit corked');
         },
         [PG_TX]: async (k) => {
           const { seen, v } = nextVoucher(k);
@@ -232,7 +264,7 @@ async function benchMain() {
       for (const [, variants] of [['write', c.write], ['read', c.read]])
         for (const op of Object.values(variants)) await closedLoop(op, maxCallers, Math.min(400, SECONDS * 1000));
       const ops = {}; // case → callers → variant → [ops/s per round]
-      const cpu = {}; // the same → [this process's CPU µs per op, per round]
+      const cpu = {}; // the same → [{ client, server } CPU µs per op, per round]
       for (let r = 0; r < ROUNDS; r++) {
         for (const [kase, variants] of [['write', c.write], ['read', c.read]]) {
           for (const n of CALLERS) {
@@ -258,13 +290,14 @@ async function benchMain() {
           const ratio = (a, b) => median(per[a].map((x, i) => x / per[b][i]));
           console.log(`  ${kase}, ${n} caller${n > 1 ? 's' : ''}:`);
           for (const name of names)
-            console.log(`    ${name.padEnd(48)} ${fmt(median(per[name])).padStart(7)} ops/s  ${fmt(median(cpu[kase][n][name])).padStart(4)} µs CPU/op${name === kept ? '' : `   × ${ratio(name, kept).toFixed(2)} of pg's path`}`);
+            console.log(`    ${name.padEnd(48)} ${fmt(median(per[name])).padStart(7)} ops/s   CPU µs/op: ${fmt(median(cpu[kase][n][name].map((x) => x.client))).padStart(4)} client, ${fmt(median(cpu[kase][n][name].map((x) => x.server))).padStart(4)} server${name === kept ? '' : `   × ${ratio(name, kept).toFixed(2)} of pg's path`}`);
           const fig = ratio(other, kept);
           const callers = `${n} caller${n > 1 ? 's' : ''}`;
           results.push(result(`${kase} ${callers} ${s.name}: postgres.js / pg`, fig, 'ratio', ['<=', Math.round(TARGET * 1000) / 1000]));
           verdicts.push({ kase, n, setting: s.name, fig });
           table.push([`${kase} ×${n} ${s.name}`, median(per[kept]), median(per[other]), fig]);
           if (kase === 'write') {
+            results.push(result(`write ${callers} ${s.name}: postgres.js / pg with the store's autocommit path corked`, ratio(PJS_WRITE, PG_CORKED), 'ratio'));
             results.push(result(`write in a transaction ${callers} ${s.name}: postgres.js sql.begin / pg store.write()`, ratio(PJS_TX, PG_TX), 'ratio'));
             results.push(result(`write in a transaction ${callers} ${s.name}: postgres.js pipelined sql.begin / pg store.write()`, ratio(PJS_PIPELINED, PG_TX), 'ratio'));
           }
@@ -289,9 +322,10 @@ async function benchMain() {
     process.exitCode = 1;
   }
 
-  /** `callers` closed loops of `op(k)` for `ms`; ops/s (and this process's CPU µs per op pushed on `cpuOut`). */
+  /** `callers` closed loops of `op(k)` for `ms`; ops/s (and the CPU µs per op of this process and of the server pushed on `cpuOut`). */
   async function closedLoop(op, callers, ms, cpuOut) {
     let n = 0;
+    const server0 = serverCpu?.();
     const cpu0 = process.cpuUsage();
     const t0 = performance.now();
     const end = t0 + ms;
@@ -302,7 +336,8 @@ async function benchMain() {
       }
     }));
     const cpu = process.cpuUsage(cpu0);
-    cpuOut?.push((cpu.user + cpu.system) / n);
+    const server = server0 === undefined ? NaN : (serverCpu() - server0) / n;
+    cpuOut?.push({ client: (cpu.user + cpu.system) / n, server });
     return n / ((performance.now() - t0) / 1000);
   }
 
@@ -313,6 +348,32 @@ async function benchMain() {
     await streamsModule.billIfUnchanged(q, seen, { amount: 1n, units: 1n, voucher: '', signedAt: 0, now: 0 });
     if (!caught?.startsWith('UPDATE streams')) throw new Error('billIfUnchanged no longer starts with UPDATE streams');
     return caught;
+  }
+
+  /**
+   * A reader of the server's CPU time in µs (the postmaster and its children, from /proc: clock ticks, 10 ms each
+   * here, so a figure per op is coarse at low rates), or undefined where /proc cannot tell.
+   */
+  async function serverCpuReader(target) {
+    const c = new pg.Client({ connectionString: target });
+    await c.connect();
+    let pid;
+    try { pid = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid; } finally { await c.end(); }
+    const stat = (p) => { const f = readFileSync(`/proc/${p}/stat`, 'utf8'); return f.slice(f.lastIndexOf(')') + 2).split(' '); };
+    let postmaster;
+    try { postmaster = Number(stat(pid)[1]); } catch { return undefined; }
+    const tickUs = 1e6 / 100; // USER_HZ: 100 on Linux
+    return () => {
+      let ticks = 0;
+      for (const p of readdirSync('/proc')) {
+        if (!/^\d+$/.test(p)) continue;
+        try {
+          const f = stat(p);
+          if (Number(p) === postmaster || Number(f[1]) === postmaster) ticks += Number(f[11]) + Number(f[12]);
+        } catch { /* gone */ }
+      }
+      return ticks * tickUs;
+    };
   }
 
   /** The median SELECT 1 round trip through `target` with pg. */
