@@ -357,11 +357,16 @@ async function benchMain() {
   async function serverCpuReader(target) {
     const c = new pg.Client({ connectionString: target });
     await c.connect();
-    let pid;
-    try { pid = (await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid; } finally { await c.end(); }
     const stat = (p) => { const f = readFileSync(`/proc/${p}/stat`, 'utf8'); return f.slice(f.lastIndexOf(')') + 2).split(' '); };
     let postmaster;
-    try { postmaster = Number(stat(pid)[1]); } catch { return undefined; }
+    try {
+      // The backend's parent, read while the backend lives (it exits with its connection).
+      postmaster = Number(stat((await c.query('SELECT pg_backend_pid() AS pid')).rows[0].pid)[1]);
+    } catch {
+      return undefined;
+    } finally {
+      await c.end();
+    }
     const tickUs = 1e6 / 100; // USER_HZ: 100 on Linux
     return () => {
       let ticks = 0;
