@@ -41,7 +41,7 @@
 //
 // Target (per case): postgres.js / pg <= 1.111, i.e. pg (the client kept) within 0.9× of postgres.js or better; a MISS
 // says postgres.js wins clearly there. Also printed, for the record: how each client returns int8 and numeric, and
-// takes a BigInt parameter. Run time here: about 3 minutes.
+// takes a BigInt parameter; and what a read pipelined behind one that fails part way through its rows resolves with. Run time here: about 3 minutes.
 import { fork } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
@@ -256,6 +256,7 @@ async function benchMain() {
     const results = [];
     const table = [];
     const verdicts = [];
+    const corkedRatios = [];
     for (const s of settings) {
       const c = await clientsOn(s.url);
       const measuredRtt = await roundTrip(s.url);
@@ -298,6 +299,7 @@ async function benchMain() {
           table.push([`${kase} ×${n} ${s.name}`, median(per[kept]), median(per[other]), fig]);
           if (kase === 'write') {
             results.push(result(`write ${callers} ${s.name}: postgres.js / pg with the store's autocommit path corked`, ratio(PJS_WRITE, PG_CORKED), 'ratio'));
+            corkedRatios.push(`×${n} ${s.name} ${ratio(PJS_WRITE, PG_CORKED).toFixed(2)}`);
             results.push(result(`write in a transaction ${callers} ${s.name}: postgres.js sql.begin / pg store.write()`, ratio(PJS_TX, PG_TX), 'ratio'));
             results.push(result(`write in a transaction ${callers} ${s.name}: postgres.js pipelined sql.begin / pg store.write()`, ratio(PJS_PIPELINED, PG_TX), 'ratio'));
           }
@@ -305,7 +307,7 @@ async function benchMain() {
       }
     }
 
-    console.log('\nint8 and friends by default (what each client hands back; node-svc needs BIGINT exact):');
+    console.log('\nint8 and friends by default (node-svc needs BIGINT exact), and an error on a pipelined connection:');
     for (const line of facts) console.log(`  ${line}`);
     console.log('\ncase (the daemon\'s path against its counterpart)   pg ops/s   postgres.js ops/s   postgres.js / pg   (ratio of medians)');
     for (const [what, a, b, r] of table) console.log(`  ${what.padEnd(48)} ${fmt(a).padStart(9)}   ${fmt(b).padStart(17)}   ${r.toFixed(2).padStart(16)}   ${(b / a).toFixed(2).padStart(18)}`);
@@ -313,6 +315,7 @@ async function benchMain() {
     console.log(missed.length
       ? `\nMISS: postgres.js is ahead by more than 1/0.9 in ${missed.map((v) => `${v.kase} ×${v.n} ${v.setting} (${v.fig.toFixed(2)})`).join(', ')}`
       : '\nPASS: pg, as the store uses it, is within 0.9× of postgres.js or ahead in every case: keep pg');
+    console.log(`writes, postgres.js / pg with the store's autocommit path corked (emulated): ${corkedRatios.join(', ')}`);
     console.log(`(${ROUNDS} rounds of ${SECONDS} s; ${((performance.now() - started) / 1000).toFixed(0)} s in all)`);
     await cleanup();
     report('pg-client', results);
@@ -395,7 +398,7 @@ async function benchMain() {
     return median(t);
   }
 
-  /** How int8, numeric and a BigInt parameter fare with each client's defaults. */
+  /** How int8, numeric and a BigInt parameter fare with each client's defaults; what an error does to the next read. */
   async function clientFacts(target) {
     const out = [];
     const big = 9007199254740993n; // 2^53 + 1: not a JS number
@@ -423,6 +426,26 @@ async function benchMain() {
       }
     }
     out.push('node-svc\'s store: int8/numeric parsed as strings by its own pool parsers, then BigInt where the caller asks (safe) — never a float on the way');
+    // A read pipelined on a shared connection behind one that fails after sending some rows (a statement timeout, a
+    // cast or division error on row 4): what the second one resolves with. Its 5 rows, nothing else, is right.
+    const failing = 'SELECT i, 1 / (4 - i) AS boom FROM generate_series(1, 10) i';
+    const next = 'SELECT x FROM generate_series(1, 5) x';
+    const shape = (rows) => `${rows.length} entries${rows.length === 5 && [...rows].every((r) => r?.x !== undefined) ? ' (right)' : `, ${[...rows].filter((r) => r === undefined).length} of them empty (wrong, and no error)`}`;
+    const pc = new pg.Client({ connectionString: target, pipeline: true });
+    await pc.connect();
+    try {
+      const [, r] = await Promise.all([pc.query(failing).catch(() => undefined), pc.query(next)]);
+      out.push(`a read pipelined behind one that fails mid-rows, pg (pipeline: true): ${shape(r.rows)}`);
+    } finally {
+      await pc.end();
+    }
+    const sql = postgres(target, { max: 1, onnotice: () => {} });
+    try {
+      const [, r] = await Promise.all([sql.unsafe(failing).catch(() => undefined), sql.unsafe(next)]);
+      out.push(`a read pipelined behind one that fails mid-rows, postgres.js: ${shape(r)}`);
+    } finally {
+      await sql.end({ timeout: 5 });
+    }
     return out;
   }
 }
