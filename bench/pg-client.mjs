@@ -41,7 +41,8 @@
 //
 // Target (per case): postgres.js / pg <= 1.111, i.e. pg (the client kept) within 0.9× of postgres.js or better; a MISS
 // says postgres.js wins clearly there. Also printed, for the record: how each client returns int8 and numeric, and
-// takes a BigInt parameter; and what a read pipelined behind one that fails part way through its rows resolves with. Run time here: about 3 minutes.
+// takes a BigInt parameter; and what a read pipelined behind one that fails part way through its rows resolves with.
+// Run time here: about 4 minutes.
 import { fork } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import net from 'node:net';
