@@ -13,7 +13,9 @@
 //   many to a chunk; the startup packet, SSLRequest and CancelRequest have no type byte): a statement is an Execute
 //   ('E') or a simple Query ('Q'); Parse ('P'), Bind ('B') and the other types are counted by type. Each statement
 //   is named by its SQL (the Parse of the prepared statement its portal was bound to), so stats() lists how often
-//   each ran, and each round trip by the statements it carried ("BEGIN | SELECT …"), to say what costs what.
+//   each ran, and each round trip by the statements it carried ("BEGIN | SELECT …"; a COMMIT named with its
+//   transaction's first statement, "COMMIT ⟵ INSERT …"; a connection's start as "(startup)", "(auth)"), to say what
+//   costs what.
 //
 // Run as a forked child (`fork(this file, ['serve'])`), it keeps any number of proxies and answers over IPC:
 // { cmd: 'start', port, rttMs } → { id, port }; { cmd: 'stats' | 'reset' | 'close', id }; { cmd: 'cpu' } → its
@@ -34,6 +36,14 @@ const TEXT_CHARS = 110;
 const shortText = (s) => { const t = s.replace(/\s+/g, ' ').trim(); return t.length > TEXT_CHARS ? `${t.slice(0, TEXT_CHARS - 1)}…` : t; };
 const cstring = (buf, at) => { const end = buf.indexOf(0, at); return end < 0 ? ['', buf.length] : [buf.toString('utf8', at, end), end + 1]; };
 const bump = (map, key, n = 1) => { if (map.size < MAX_KEYS || map.has(key)) map.set(key, (map.get(key) ?? 0) + n); };
+/** Round trips by what they carried: key -> [round trips, statements]. */
+const bumpRt = (map, rt) => {
+  const key = rt.texts.length ? rt.texts.join(' | ') : '(no statement)';
+  const v = map.get(key) ?? (map.size < MAX_KEYS ? [0, 0] : undefined);
+  if (!v) return;
+  v[0]++; v[1] += rt.statements;
+  map.set(key, v);
+};
 
 function newCounters() {
   return { roundTrips: 0, statements: 0, queries: 0, executes: 0, parses: 0, binds: 0, chunksUp: 0, chunksDown: 0, bytesUp: 0, bytesDown: 0, messages: {} };
@@ -164,20 +174,21 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
   let opened = 0;
   let seq = 0;
   let byText = new Map(); // statement text -> executions
-  let byRoundTrip = new Map(); // "text | text" -> round trips that carried exactly these statements
+  let byRoundTrip = new Map(); // "text | text" -> [round trips that carried exactly these statements, statements]
   let hold = { n: 0, ms: 0 };
 
   const server = createServer((client) => {
     client.setNoDelay(true);
     const upstream = connect({ port, host });
     upstream.setNoDelay(true);
-    const c = { id: ++seq, c: newCounters(), heard: true, prepared: new Map(), portals: new Map(), rt: null };
+    // rt: the round trip in progress ({ texts, statements }); txFirst: the open transaction's first statement after BEGIN.
+    const c = { id: ++seq, c: newCounters(), heard: true, prepared: new Map(), portals: new Map(), rt: null, inTx: false, txFirst: null };
     opened++;
     conns.add(c);
-    /** The round trip in progress: the statements it carries so far (its signature once the next one starts). */
+    /** The round trip in progress is over (the next one starts): counted by the statements it carried. */
     const closeRoundTrip = () => {
       if (!c.rt) return;
-      bump(byRoundTrip, c.rt.length ? c.rt.join(' | ') : '(no statement)');
+      bumpRt(byRoundTrip, c.rt);
       c.rt = null;
     };
     const fe = new Frontend((type, body) => {
@@ -195,8 +206,16 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
         text = body ? c.portals.get(cstring(body, 0)[0]) ?? '(unknown portal)' : '(long execute)';
       } else if (type.startsWith('(') || type === 'p') text = type === 'p' ? '(auth)' : type;
       if (text === undefined) return;
-      if (type === 'Q' || type === 'E') bump(byText, text);
-      if (c.rt && c.rt.length < 12) c.rt.push(text);
+      if (type === 'Q' || type === 'E') {
+        bump(byText, text);
+        // A COMMIT or ROLLBACK is named with its transaction's first statement, so that one transaction's end is
+        // told from another's.
+        if (/^BEGIN\b/i.test(text)) { c.inTx = true; c.txFirst = null; }
+        else if (/^(COMMIT|ROLLBACK)\b/i.test(text)) { text = `${text} ⟵ ${c.txFirst ?? '(nothing)'}`; c.inTx = false; c.txFirst = null; }
+        else if (c.inTx && c.txFirst === null) c.txFirst = text.length > 60 ? `${text.slice(0, 59)}…` : text;
+        if (c.rt) c.rt.statements++;
+      }
+      if (c.rt && c.rt.texts.length < 12) c.rt.texts.push(text);
     });
     const up = new Pipe(upstream, oneWay, (chunk, held) => { hold.n++; hold.ms += held; });
     const down = new Pipe(client, oneWay, (chunk, held) => {
@@ -204,7 +223,7 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
       c.heard = true; // the client has now heard something: its next chunk is a new round trip
     });
     client.on('data', (chunk) => {
-      if (c.heard) { c.heard = false; c.c.roundTrips++; closeRoundTrip(); c.rt = []; }
+      if (c.heard) { c.heard = false; c.c.roundTrips++; closeRoundTrip(); c.rt = { texts: [], statements: 0 }; }
       c.c.chunksUp++; c.c.bytesUp += chunk.length;
       fe.feed(chunk);
       up.push(chunk);
@@ -236,6 +255,7 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
   await new Promise((resolve, reject) => { server.once('error', reject); server.listen(0, '127.0.0.1', resolve); });
 
   const top = (map, n) => [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([text, count]) => ({ text, count }));
+  const topRt = (map, n) => [...map].sort((a, b) => b[1][0] - a[1][0]).slice(0, n).map(([text, [count, statements]]) => ({ text, count, statements }));
   return {
     port: server.address().port,
     rttMs: oneWay * 2,
@@ -245,8 +265,8 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
       addCounters(total, closedTotals);
       for (const c of conns) addCounters(total, c.c);
       // The round trips in progress are counted by their statements so far.
-      const rts = new Map(byRoundTrip);
-      for (const c of conns) if (c.rt) bump(rts, c.rt.length ? c.rt.join(' | ') : '(no statement)');
+      const rts = new Map([...byRoundTrip].map(([k, v]) => [k, [...v]]));
+      for (const c of conns) if (c.rt) bumpRt(rts, c.rt);
       return {
         ...total,
         connectionsOpened: opened,
@@ -254,7 +274,7 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
         holdMs: hold.n ? hold.ms / hold.n : 0,
         perConnection: [...conns].map((c) => ({ id: c.id, ...c.c })),
         statementsByText: top(byText, n),
-        roundTripsByStatements: top(rts, n),
+        roundTripsByStatements: topRt(rts, n),
       };
     },
     reset() {

@@ -70,7 +70,7 @@ async function daemonChild(dataDir) {
    * requests at once; SQLite group-commits each batch into one transaction, PostgreSQL runs them as concurrent
    * transactions), back to back; resolves with the times and the first event's seq.
    */
-  async function burst({ node, n, batch, direct: viaDirect = false }) {
+  async function burst({ node, n, batch, direct: viaDirect = false, wake = false }) {
     const t0 = now();
     let firstSeq;
     const into = viaDirect ? direct : store;
@@ -78,6 +78,9 @@ async function daemonChild(dataDir) {
     for (let i = 0; i < n && !stopping; i += batch) {
       const m = Math.min(batch, n - i);
       const seqs = await Promise.all(Array.from({ length: m }, () => into.write(async (tx) => (await record(tx, node)).seq)));
+      // wake: as a request does after its commit (recordEvent wakes the worker before it; PostgreSQL may not show the
+      // event to the worker's claim until the commit has landed).
+      if (wake) d.worker.wake();
       seqs.sort((a, b) => a - b);
       firstSeq ??= seqs[0];
       await tick();
