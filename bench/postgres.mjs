@@ -32,7 +32,7 @@
 //      of the last PostgreSQL round of each part; slows PostgreSQL a little).
 //      Run time here: about 2 minutes.
 import { execFileSync, fork } from 'node:child_process';
-import { mkdirSync, readFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
@@ -71,6 +71,7 @@ const SCALE_ROUNDS = Number(process.env.BENCH_PG_SCALE_ROUNDS ?? 3);
 const SCALE_TARGET_2 = 1.8;
 const SCALE_TARGET_4 = 3;
 const CPU_TARGET = 70;
+const CLK_TCK = 100; // /proc's clock ticks per second (USER_HZ: 100 on Linux)
 const RATIO_TARGET = 0.5;
 const GAP_TARGET_S = LEASE_MS / 1000 + 1;
 const LIB = fileURLToPath(new URL('./lib/postgres.mjs', import.meta.url));
@@ -242,6 +243,31 @@ function cpuMark() {
   return { idle: f[3] + (f[4] ?? 0), total: f.reduce((a, b) => a + b, 0) };
 }
 const busyPct = (a, b) => (b.total > a.total ? 100 * (1 - (b.idle - a.idle) / (b.total - a.total)) : NaN);
+
+/**
+ * CPU time (clock ticks, as /proc/stat) of this run's own processes: this one and its descendants (daemons, proxy,
+ * receiver) and our PostgreSQL server (its postmaster and backends): the machine is shared, and a neighbour's load
+ * shows in cpuMark() but not here. Per process id, so one that ends (a backend, a daemon) takes nothing away.
+ */
+function ownCpu(postmaster) {
+  const procs = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      const st = readFileSync(`/proc/${d}/stat`, 'utf8');
+      const f = st.slice(st.lastIndexOf(')') + 2).split(' '); // fields from the 3rd (state) on
+      procs.push({ pid: Number(d), ppid: Number(f[1]), ticks: Number(f[11]) + Number(f[12]) });
+    } catch { /* gone meanwhile */ }
+  }
+  const mine = new Set([process.pid, postmaster]);
+  for (let grown = true; grown;) {
+    grown = false;
+    for (const x of procs) if (!mine.has(x.pid) && mine.has(x.ppid)) { mine.add(x.pid); grown = true; }
+  }
+  return new Map(procs.filter((x) => mine.has(x.pid)).map((x) => [x.pid, x.ticks]));
+}
+/** Ticks used between two ownCpu() marks by the processes alive at the second (one that ended is missed, not negative). */
+const ticksBetween = (a, b) => { let t = 0; for (const [pid, n] of b) t += n - (a.get(pid) ?? 0); return t; };
 
 /** The latency proxies: one process (its event loop is not the load generators'), any number of proxies in it. */
 async function startProxy(port, rttMs) {
@@ -516,7 +542,8 @@ async function partControl({ sqlite, pgOne, both }, lines, results) {
     return r;
   };
   const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [] }]));
-  for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up
+  for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
+  live = 0;
   for (let r = 0; r < CONTROL_ROUNDS; r++) {
     for (const c of CONTROL_CLIENTS) {
       const a = await run(sqlite, c, CONTROL_SECONDS);
@@ -677,7 +704,7 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
 // ---------------------------------------------------------------------------------------------------------------
 // Part 5: 1, 2 and 4 daemons on one database through the proxy, with a network round trip added.
 
-async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, drained }, lines, results) {
+async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, drained, sqlValue }, lines, results) {
   const pgPort = Number(new URL(pgUrl).port);
   const px = await startProxy(pgPort, RTT_MS);
   const ds = Array.from({ length: 4 }, (_, i) => ({ name: `daemon ${i + 1}`, i, d: undefined, auth: pgAuth, load: undefined }));
@@ -693,34 +720,47 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
   }
   trace('scale: prepared');
   const cpuOfProxy = async () => { const c = (await proxies.call('cpu')).cpu; return (c.user + c.system) / 1000; };
+  const backend = Number(await sqlValue('SELECT pg_backend_pid()::text'));
+  const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+  /** From a mark to now: the machine's busy % and this run's own share of the machine, %. */
+  const cpuFrom = () => {
+    const m0 = cpuMark();
+    const o0 = ownCpu(postmaster);
+    return () => {
+      const m1 = cpuMark();
+      const ticks = ticksBetween(o0, ownCpu(postmaster));
+      return { busy: busyPct(m0, m1), own: (100 * ticks) / (m1.total - m0.total), ownS: ticks / CLK_TCK };
+    };
+  };
 
   /** Vouchers from every daemon of `set` at once, SCALE_CLIENTS closed-loop clients each. */
   const vouchers = async (set, seconds) => {
     for (const t of set) t.load.topUp(seconds, 1000);
-    const c0 = cpuMark();
     const p0 = await cpuOfProxy();
+    const cpu = cpuFrom();
     const t0 = now();
     const rs = await Promise.all(set.map((t) => cannon(`${t.name} vouchers`, t.d.info.url, SCALE_CLIENTS, t.load.request(t.auth), seconds)));
     const ms = now() - t0;
-    const busy = busyPct(c0, cpuMark());
+    const { busy, own, ownS } = cpu();
     const proxyPct = (100 * ((await cpuOfProxy()) - p0)) / ms;
     rs.forEach((r, i) => { set[i].load.rate = r.rps; });
-    return { rate: rs.reduce((a, r) => a + r.rps, 0), busy, proxyPct, p50: median(rs.map((r) => r.p50)) };
+    const n = rs.reduce((a, r) => a + r.n, 0);
+    return { rate: n / seconds, busy, own, perOpMs: (1000 * ownS) / n, proxyPct, p50: median(rs.map((r) => r.p50)) };
   };
   /** SCALE_EVENTS recorded in every daemon of `set` at once; until all are delivered (by whichever worker). */
   const deliveries = async (set, per = SCALE_EVENTS) => {
     await receiver.call('reset');
     const total = per * set.length;
-    const c0 = cpuMark();
     const p0 = await cpuOfProxy();
+    const cpu = cpuFrom();
     const t0 = now();
     const rs = await Promise.all(set.map((t) => t.d.call('burst', { node: NODE, n: per, batch: BATCH })));
     const at = await drained(pgPending, total);
-    const busy = busyPct(c0, cpuMark());
+    const { busy, own, ownS } = cpu();
     const proxyPct = (100 * ((await cpuOfProxy()) - p0)) / (now() - t0);
     const c = await receiver.call('count');
     if (c.unsigned) throw new Error(`${c.unsigned} deliveries arrived without a signature`);
-    return { rate: total / ((at - Math.min(...rs.map((r) => r.t0))) / 1000), busy, proxyPct };
+    return { rate: total / ((at - Math.min(...rs.map((r) => r.t0))) / 1000), busy, own, perOpMs: (1000 * ownS) / total, proxyPct };
   };
   const sizes = [1, 2, 4];
   const runs = { vouchers: Object.fromEntries(sizes.map((k) => [k, []])), deliveries: Object.fromEntries(sizes.map((k) => [k, []])) };
@@ -744,13 +784,17 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
 
   lines.push(`5. 1, 2 and 4 daemons on one database through the proxy: round trip ${RTT_MS} ms added (${fmt(RTT_MS / 2, 1)} ms each way; held on average ${hold.toFixed(2)} ms), medians of ${SCALE_ROUNDS} rounds`);
   lines.push(`   vouchers: ${SCALE_CLIENTS} closed-loop clients per daemon, each billing its own stream (signed ahead), ${SCALE_SECONDS} s; deliveries: ${fmt(SCALE_EVENTS)} events recorded in each daemon at once, until all delivered`);
+  lines.push('   CPU: the machine busy (/proc/stat, 1 - idle/total, iowait as idle; neighbours included), and this run\'s own processes\' share of the machine (bench, daemons, proxy, our PostgreSQL)');
   for (const kind of ['vouchers', 'deliveries']) {
     const rate = (k) => median(runs[kind][k].map((x) => x.rate));
     const ratio = (k) => median(runs[kind][k].map((x, i) => x.rate / runs[kind][1][i].rate));
     const busy = (k) => median(runs[kind][k].map((x) => x.busy));
-    const parts = sizes.map((k) => `${k}: ${fmt(rate(k))}/s (CPU ${busy(k).toFixed(0)} %, ${ok(busy(k) < CPU_TARGET)}; proxy ${median(runs[kind][k].map((x) => x.proxyPct)).toFixed(0)} % of a core${kind === 'vouchers' ? `; p50 ${median(runs[kind][k].map((x) => x.p50))} ms` : ''})`);
-    lines.push(`  ${kind.padEnd(10)} ${parts.join('; ')}`);
-    lines.push(`  ${''.padEnd(10)} 2×/1× ${ratio(2).toFixed(2)} (target >= ${SCALE_TARGET_2}) ${ok(ratio(2) >= SCALE_TARGET_2)}; 4×/1× ${ratio(4).toFixed(2)} (target >= ${SCALE_TARGET_4}) ${ok(ratio(4) >= SCALE_TARGET_4)}; per round 2×: ${runs[kind][2].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}, 4×: ${runs[kind][4].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}`);
+    const own = (k) => median(runs[kind][k].map((x) => x.own));
+    const per = (k, key) => median(runs[kind][k].map((x) => x[key]));
+    for (const k of sizes) {
+      lines.push(`  ${(k === 1 ? kind : '').padEnd(11)}${k} daemon${k > 1 ? 's' : ' '} ${fmt(rate(k)).padStart(6)}/s   CPU ${busy(k).toFixed(0).padStart(3)} % (target < ${CPU_TARGET} %) ${ok(busy(k) < CPU_TARGET)}, this run's ${own(k).toFixed(0).padStart(2)} %: ${per(k, 'perOpMs').toFixed(2)} ms of CPU per ${kind === 'vouchers' ? 'voucher' : 'delivery'}, the proxy ${per(k, 'proxyPct').toFixed(0)} % of a core${kind === 'vouchers' ? `; p50 ${per(k, 'p50')} ms` : ''}`);
+    }
+    lines.push(`  ${''.padEnd(11)}2×/1× ${ratio(2).toFixed(2)} (target >= ${SCALE_TARGET_2}) ${ok(ratio(2) >= SCALE_TARGET_2)}; 4×/1× ${ratio(4).toFixed(2)} (target >= ${SCALE_TARGET_4}) ${ok(ratio(4) >= SCALE_TARGET_4)}; per round 2×: ${runs[kind][2].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}, 4×: ${runs[kind][4].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}`);
     results.push(
       result(`${kind}/s, 2 daemons / 1, rtt ${RTT_MS} ms`, ratio(2), 'ratio', ['>=', SCALE_TARGET_2]),
       result(`${kind}/s, 4 daemons / 1, rtt ${RTT_MS} ms`, ratio(4), 'ratio', ['>=', SCALE_TARGET_4]),
