@@ -1,10 +1,12 @@
-// bench/postgres: the daemon on PostgreSQL against the same daemon on SQLite, on this machine, in one run (issue 15,
-// DESIGN §14). A real PostgreSQL 15 server is started in a temp dir (bench/lib/postgres.mjs; fsync on, server
+// bench/postgres: the daemon on PostgreSQL against the same daemon on SQLite, on this machine, in one run (issues 15
+// and 21, DESIGN §14). A real PostgreSQL 15 server is started in a temp dir (bench/lib/postgres.mjs; fsync on, server
 // defaults); the daemons are the real one (startDaemon from dist/, forked, --delivery-timeout 1 so the delivery lease
-// is 12 s), one on SQLite in a temp data dir, one or two on one PostgreSQL database. The data is prepared with the
-// CLI (nodes add, tokens issue, keys add; with NODE_SVC_STORE for PostgreSQL), subscriptions with POST /v1/webhooks.
+// is 12 s), one on SQLite in a temp data dir, one to four on one PostgreSQL database, on it directly or through
+// bench/lib/latency-proxy.mjs (a TCP proxy that adds a network delay and counts round trips and statements). The data
+// is prepared with the CLI (nodes add, tokens issue, keys add; with NODE_SVC_STORE for PostgreSQL), subscriptions with
+// POST /v1/webhooks. Five parts, printed in this order and numbered so (BENCH_PG_PARTS chooses, comma-separated):
 //
-// 1. PostgreSQL / SQLite, one daemon each, rounds alternating the two (medians of the per-round ratios):
+// 1. compare — PostgreSQL / SQLite, one daemon each, rounds alternating the two (medians of the per-round ratios):
 //    - GET /v1/streams/{id}/headroom at saturation: autocannon, BENCH_HEADROOM_CONNECTIONS keep-alive clients;
 //    - POST /v1/streams/{id}/vouchers: autocannon, BENCH_VOUCHER_CONNECTIONS clients, each billing its own stream
 //      upward (vouchers signed ahead); then each stream's billed truth must lie between the last amount answered
@@ -13,24 +15,54 @@
 //      recorded in the daemon (recordEvent, 100 single-event writes at a time: one transaction on SQLite's group
 //      commit, 100 concurrent ones on PostgreSQL, as requests make them), timed from the first
 //      record until the receiver has every event and the store shows none pending.
-//    Target: each ratio >= 0.5.
-// 2. Two daemons against one on the same database: deliveries/s as above (events recorded in the first daemon; the
-//    second finds them by its 1 s poll), ratio printed for the record (the two share 2 cores with the database).
-//    Failover: two daemons, a burst of about 4 s of one daemon's work recorded in the first; once the second has
+//    Target: each ratio >= 0.5. Also, for the record: two daemons against one on the same database, deliveries/s as
+//    above (events recorded in the first daemon; the second finds them by its 1 s poll); the write cost per event on
+//    PostgreSQL over one round (record, claim, send, record the attempt): WAL bytes (pg_current_wal_lsn() before and
+//    after), write transactions (transaction ids assigned: pg_snapshot_xmax before and after), durable group commits
+//    (the store's own count; claims commit without waiting for the WAL flush), rows inserted.
+// 2. failover — two daemons, a burst of about 4 s of one daemon's work recorded in the first; once the second has
 //    deliveries in flight it is killed with SIGKILL. Its orphaned claims are the burst's deliveries claimed more often
 //    than attempts were recorded for them; the gap is from the kill to the end of the survivor's first recorded
 //    delivery of one of them (it takes them over when their lease runs out). Target: < lease + 1 s = 13 s. Also checked:
 //    every delivery of the burst delivered, with a delivered attempt recorded; duplicates at the receiver (<= the
 //    orphans: at most one resend each).
-// 3. The write cost per event on PostgreSQL, over one round of part 1 (one daemon; record, claim, send, record the
-//    attempt): WAL bytes (pg_current_wal_lsn() before and after), write transactions (transaction ids assigned:
-//    pg_snapshot_xmax of the current snapshot before and after), durable group commits (the store's own count; claims
-//    commit without waiting for the WAL flush), rows inserted. For the record, no target (the README quotes it).
+// 3. control — control facts/s (stream.revoked of a stream never seen, signed ahead), PostgreSQL and SQLite, no proxy,
+//    1 and 8 closed-loop clients (autocannon), BENCH_PG_CONTROL_ROUNDS rounds alternating the stores. Targets: at 8
+//    clients PostgreSQL / SQLite >= 0.5; PostgreSQL at 8 clients / at 1 >= 1 (more clients must not lower the rate).
+// 4. ops — round trips and statements per operation, counted by the proxy (no delay) in front of daemon A (and B):
+//    BENCH_PG_OPS sequential operations of each kind, the counters reset before and read after (and TRAIL_MS more for
+//    what the operations set off), divided by the count: an accepted voucher on a stream A billed last, one on a
+//    stream daemon B never saw (B's connections opened beforehand on streams of its own), a stream open (POST
+//    /v1/allowances/verify of a new credential registers its stream), control facts (stream.revoked of a new stream;
+//    budget.halted of a new budget), with no subscription (their events fan out to nothing); then, with one, a delivery:
+//    BENCH_PG_OPS_BURST events recorded at once past the proxy (a second store in the daemon's process, which wakes
+//    its worker as its own writes do) until all are delivered, then BENCH_PG_OPS events one at a time (the worker
+//    woken after each commit, as a request does), divided by the deliveries. The background is measured first: both
+//    proxies over IDLE_MS of an idle daemon (the worker's 1 s poll; LISTEN is silent). A request's round trips leave
+//    out what the idle daemon sent too and the keyring's once-a-second key check (printed as "background", less the
+//    idle rate pro rata) and connection starts ("connecting"); a delivery's are everything, less the idle rate pro
+//    rata. What each round trip carried is listed (BENCH_PG_OPS_DETAIL: from how many per operation). Targets: <= 2
+//    round trips per accepted voucher (either case), per stream open, per delivery (the burst); the rest printed. Also
+//    timed: a control fact's event (budget.halted), from its 200 to the receiver, one at a time.
+// 5. scale — 1, 2 and 4 daemons on one database through the proxy with BENCH_PG_RTT_MS (4) of round trip added (half
+//    each way; the hold actually achieved is printed: Node's timers have 1 ms resolution). Vouchers: each daemon driven
+//    by BENCH_PG_SCALE_CLIENTS (4) closed-loop clients (autocannon), each billing its own stream upward (signed ahead),
+//    for BENCH_PG_SCALE_SECONDS; billed truth checked as in part 1. Deliveries: BENCH_PG_SCALE_EVENTS recorded in each
+//    daemon at once (through its own store, so through the proxy), timed until all are delivered (by whichever
+//    worker claims them: the daemons not in the run are stopped). BENCH_PG_SCALE_ROUNDS rounds (the daemons started
+//    again and warmed up at each). Targets: total rate 2 daemons / 1 >= 1.8, 4 / 1 >= 3 (medians of per-round
+//    ratios); the machine's CPU busy during each run < 70 % (/proc/stat deltas, 1 - idle/total, iowait as idle). Also
+//    printed: this run's own processes' share of the machine (the machine is shared: a neighbour's load shows in the
+//    first and not here), CPU ms per voucher or delivery, the proxy's own CPU, p50 voucher latency.
 // Env: BENCH_ROUNDS (5) of BENCH_SECONDS (2) for headroom and vouchers, BENCH_DELIVERY_ROUNDS (3) of BENCH_N (4000)
-//      events, BENCH_HEADROOM_CONNECTIONS (32), BENCH_VOUCHER_CONNECTIONS (64); BENCH_TRACE=1 (phase times on stderr);
-//      BENCH_PG_STATEMENTS=1 (diagnosis: load pg_stat_statements and print the statements per request and per event
-//      of the last PostgreSQL round of each part; slows PostgreSQL a little).
-//      Run time here: about 2 minutes.
+//      events, BENCH_HEADROOM_CONNECTIONS (32), BENCH_VOUCHER_CONNECTIONS (64); BENCH_PG_PARTS (all: compare, failover,
+//      control, ops, scale); BENCH_PG_CONTROL_ROUNDS (3) of BENCH_PG_CONTROL_SECONDS (BENCH_SECONDS); BENCH_PG_OPS (50),
+//      BENCH_PG_OPS_BURST (1000), BENCH_PG_OPS_LATENCY (10), BENCH_PG_OPS_DETAIL (0.05); BENCH_PG_RTT_MS (4),
+//      BENCH_PG_SCALE_CLIENTS (4), BENCH_PG_SCALE_SECONDS (BENCH_SECONDS), BENCH_PG_SCALE_EVENTS (1000),
+//      BENCH_PG_SCALE_ROUNDS (3); BENCH_TRACE=1 (phase times on stderr); BENCH_PG_STATEMENTS=1 (diagnosis: load
+//      pg_stat_statements and print the statements per request and per event of the last PostgreSQL round of part 1;
+//      slows PostgreSQL a little).
+//      Run time here: about 5 minutes (293 s; parts: compare 125 s, failover 14 s, control 30 s, ops 22 s, scale 100 s).
 import { execFileSync, fork } from 'node:child_process';
 import { mkdirSync, readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
@@ -632,17 +664,22 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
     return { label, units, ms, s, rt: sum.req / units, st: sum.reqSt / units, worker: Math.max(0, sum.worker) / units, connect: sum.connect / units };
   };
   const seq = async (items, fn) => { for (const x of items) await fn(x); };
+  /** The answer says the operation did what is counted (a 200 can also be a stale voucher or a duplicate fact). */
+  const must = (what, cond) => (r) => { if (!cond(r)) throw new Error(`ops: ${what} answered ${JSON.stringify(r).slice(0, 300)}`); };
+  const accepted = must('voucher', (r) => r.accepted === true);
+  const applied = must('control fact', (r) => r.applied === true);
+  const valid = must('verify', (r) => r.valid === true);
   const controls = (kind) => ids(kind === 'stream.revoked' ? 'or' : 'ob').map((id) => p.control({ jti: `j-${id}`, ...(kind === 'stream.revoked' ? { kind, stream: id } : { kind, budget: id, reason: 'anomaly' }) }));
   const m = [];
-  m.push(await measure(pxA, 'accepted voucher, billed here last', n, () => seq(here, (s) => post(A, `/v1/streams/${s}/vouchers`, { voucher: p.voucher(s, 2000) }))));
+  m.push(await measure(pxA, 'accepted voucher, billed here last', n, () => seq(here, async (s) => accepted(await post(A, `/v1/streams/${s}/vouchers`, { voucher: p.voucher(s, 2000) })))));
   const fv = fresh.map((s) => [s, p.voucher(s, 2000)]);
-  m.push(await measure(pxB, 'accepted voucher, on a fresh daemon', n, () => seq(fv, ([s, v]) => post(B, `/v1/streams/${s}/vouchers`, { voucher: v }))));
+  m.push(await measure(pxB, 'accepted voucher, on a fresh daemon', n, () => seq(fv, async ([s, v]) => accepted(await post(B, `/v1/streams/${s}/vouchers`, { voucher: v })))));
   const creds = ids('oo').map((s) => p.credential(s));
-  m.push(await measure(pxA, 'stream open (verify of a new credential)', n, () => seq(creds, (credential) => post(A, '/v1/allowances/verify', { credential }))));
+  m.push(await measure(pxA, 'stream open (verify of a new credential)', n, () => seq(creds, async (credential) => valid(await post(A, '/v1/allowances/verify', { credential })))));
   const rv = controls('stream.revoked');
-  m.push(await measure(pxA, 'control fact: stream.revoked', n, () => seq(rv, (message) => post(A, '/v1/control', { message }))));
+  m.push(await measure(pxA, 'control fact: stream.revoked', n, () => seq(rv, async (message) => applied(await post(A, '/v1/control', { message })))));
   const bh = controls('budget.halted');
-  m.push(await measure(pxA, 'control fact: budget.halted', n, () => seq(bh, (message) => post(A, '/v1/control', { message }))));
+  m.push(await measure(pxA, 'control fact: budget.halted', n, () => seq(bh, async (message) => applied(await post(A, '/v1/control', { message })))));
   await stopChild(B.d); // its worker would claim deliveries too
   trace('ops: requests done');
 
