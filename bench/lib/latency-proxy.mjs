@@ -4,7 +4,8 @@
 // startProxy({ port, rttMs }) listens on 127.0.0.1:0 and forwards each connection to 127.0.0.1:port. Every chunk,
 // either way, is held rttMs / 2 before it is written on: each direction of each connection is a FIFO, a chunk going
 // out at max(its arrival + delay, the previous chunk's send), so order is kept (one timer per direction, never one
-// per chunk). Node's timers have 1 ms resolution: the delay actually held is measured and reported (holdMs).
+// per chunk). Node's timers have 1 ms resolution, and a busy machine fires them late: the delay actually held is
+// measured and reported (holdMs). No backpressure: a bench's traffic to its database is small.
 //
 // What it counts, per connection and in total:
 // - round trips: each time the client speaks after hearing, i.e. a client→server chunk arriving after a
