@@ -100,6 +100,7 @@ const SCALE_CLIENTS = Number(process.env.BENCH_PG_SCALE_CLIENTS ?? 4);
 const SCALE_SECONDS = Number(process.env.BENCH_PG_SCALE_SECONDS ?? SECONDS);
 const SCALE_EVENTS = Number(process.env.BENCH_PG_SCALE_EVENTS ?? 1000);
 const SCALE_ROUNDS = Number(process.env.BENCH_PG_SCALE_ROUNDS ?? 3);
+const SCALE_DETAIL = process.env.BENCH_PG_SCALE_DETAIL === '1';
 const SCALE_TARGET_2 = 1.8;
 const SCALE_TARGET_4 = 3;
 const CPU_TARGET = 70;
@@ -328,6 +329,7 @@ function voucherLoad(name, streams) {
     pool: new Map(streams.map((s) => [s, []])), // vouchers signed ahead, per stream, amounts consecutive
     live: 0, // vouchers the load generator had to sign during a run (its pool ran out)
     rate: 0, // the last run's vouchers/s
+    stale: 0, // answered 200 but not accepted (a lower voucher after a higher one: none expected, one client per stream)
     /** Sign ahead what the next run will likely send: 1.5 x the last run's rate (at least `floor` in all). */
     topUp(seconds, floor = 8000) {
       const per = Math.ceil(Math.max(floor, L.rate * seconds * 1.5) / streams.length);
@@ -338,22 +340,37 @@ function voucherLoad(name, streams) {
         while (pool.length < per) { a += 1000; pool.push([a, p.voucher(s, a)]); }
       }
     },
-    request(auth) {
+    /**
+     * autocannon options: each connection gets its own stream in setupClient (its own request list). The context of
+     * setupRequest cannot say: autocannon resets it after every request when the list has one entry, so streams
+     * assigned there went round-robin over the connections and two could bill one stream at once.
+     */
+    opts(auth) {
       let next = 0;
+      const headers = { ...auth, 'content-type': 'application/json' };
       return {
-        method: 'POST', headers: { ...auth, 'content-type': 'application/json' },
-        setupRequest: (req, c) => {
-          c.stream ??= streams[next++ % streams.length];
-          const amount = L.amounts.get(c.stream) + 1000;
-          L.amounts.set(c.stream, amount);
-          c.amount = amount;
-          const pool = L.pool.get(c.stream);
-          while (pool.length && pool[0][0] < amount) pool.shift();
-          const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : (L.live++, p.voucher(c.stream, amount));
-          return { ...req, path: `/v1/streams/${c.stream}/vouchers`, body: JSON.stringify({ voucher: v }) };
+        requests: [{ method: 'GET', path: '/healthz' }], // replaced for every connection before it sends anything
+        setupClient: (client) => {
+          const stream = streams[next++ % streams.length];
+          client.setRequests([{
+            method: 'POST', path: `/v1/streams/${stream}/vouchers`, headers,
+            setupRequest: (req, c) => {
+              const amount = L.amounts.get(stream) + 1000;
+              L.amounts.set(stream, amount);
+              c.amount = amount;
+              const pool = L.pool.get(stream);
+              while (pool.length && pool[0][0] < amount) pool.shift();
+              const v = pool.length && pool[0][0] === amount ? pool.shift()[1] : (L.live++, p.voucher(stream, amount));
+              return { ...req, body: JSON.stringify({ voucher: v }) };
+            },
+            // One request at a time per connection: the answer is to the request set up last on it.
+            onResponse: (status, body, c) => {
+              if (status !== 200) return;
+              if (String(body).includes('"accepted":false')) L.stale++;
+              else if (c.amount > L.acked.get(stream)) L.acked.set(stream, c.amount);
+            },
+          }]);
         },
-        // One request at a time per connection: the answer is to the request set up last on it.
-        onResponse: (status, _body, c) => { if (status === 200 && c.amount > L.acked.get(c.stream)) L.acked.set(c.stream, c.amount); },
       };
     },
     async check(url, auth) {
@@ -367,9 +384,12 @@ function voucherLoad(name, streams) {
   return L;
 }
 
-/** autocannon, closed loop: `connections` clients one request at a time each; any non-2xx, error or timeout throws. */
+/**
+ * autocannon, closed loop: `connections` clients one request at a time each; any non-2xx, error or timeout throws.
+ * `request`: one request, or autocannon options with `requests` (and `setupClient`).
+ */
 async function cannon(label, url, connections, request, seconds) {
-  const r = await autocannon({ url, pipelining: 1, duration: seconds, connections, requests: [request] });
+  const r = await autocannon({ url, pipelining: 1, duration: seconds, connections, ...(request.requests ? request : { requests: [request] }) });
   const bad = r.non2xx + r.errors + r.timeouts;
   if (bad) throw new Error(`${label}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
   return { n: r.requests.total, rps: r.requests.total / seconds, p50: r.latency.p50, p99: r.latency.p99 };
@@ -401,7 +421,7 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
   const run = async (t, kind, seconds = SECONDS) => {
     if (kind === 'headroom') return cannon(`${t.name} headroom`, t.d.info.url, HEADROOM_CONNECTIONS, { method: 'GET', path: '/v1/streams/h/headroom', headers: t.auth }, seconds);
     t.load.topUp(seconds);
-    const r = await cannon(`${t.name} vouchers`, t.d.info.url, VOUCHER_CONNECTIONS, t.load.request(t.auth), seconds);
+    const r = await cannon(`${t.name} vouchers`, t.d.info.url, VOUCHER_CONNECTIONS, t.load.opts(t.auth), seconds);
     t.load.rate = r.rps;
     return r;
   };
@@ -473,6 +493,7 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
   lines.push(row(`deliveries, ${fmt(N)} events, ${BATCH} writes at a time`, { SQLite: del.SQLite.map((rps) => ({ rps })), PostgreSQL: del.one.map((rps) => ({ rps })) }, dr));
   lines.push(`    p50/p99 ms: headroom SQLite ${q(res.headroom.SQLite, 'p50')}/${q(res.headroom.SQLite, 'p99')}, PostgreSQL ${q(res.headroom.PostgreSQL, 'p50')}/${q(res.headroom.PostgreSQL, 'p99')}; vouchers SQLite ${q(res.vouchers.SQLite, 'p50')}/${q(res.vouchers.SQLite, 'p99')}, PostgreSQL ${q(res.vouchers.PostgreSQL, 'p50')}/${q(res.vouchers.PostgreSQL, 'p99')}`);
   lines.push(`    recording the events (while the worker delivers): SQLite ${fmt(median(del.recS))} events/s, PostgreSQL ${fmt(median(del.recP))} events/s`);
+  if (sqlite.load.stale + pgOne.load.stale) lines.push(`    (vouchers answered 200 but not accepted: SQLite ${sqlite.load.stale}, PostgreSQL ${pgOne.load.stale}; none expected with one client per stream)`);
   if (sqlite.load.live + pgOne.load.live) lines.push(`    (the load generator signed ${sqlite.load.live} SQLite and ${pgOne.load.live} PostgreSQL vouchers during runs: its pool ran short)`);
   lines.push(`    per round: headroom ${res.headroom.ratio.map(f2).join(', ')}; vouchers ${res.vouchers.ratio.map(f2).join(', ')}; deliveries ${del.ratio.map(f2).join(', ')}`);
   lines.push(`  two daemons / one on one database: deliveries ${fmt(median(del.two))}/s vs ${fmt(median(del.one))}/s   ratio ${tr.toFixed(2)} (informational: 2 cores shared with the database; per round ${del.twoRatio.map(f2).join(', ')})`);
@@ -564,7 +585,7 @@ async function partControl({ sqlite, pgOne, both }, lines, results) {
   let live = 0;
   const run = async (t, clients, seconds) => {
     const key = `${t.name}/${clients}`;
-    const pool = Array.from({ length: Math.max(500, Math.ceil((last.get(key) ?? 0) * seconds * 1.5)) }, make); // signed ahead
+    const pool = Array.from({ length: Math.max(1000, Math.ceil((last.get(key) ?? 0) * seconds * 2)) }, make); // signed ahead
     const request = {
       method: 'POST', path: '/v1/control', headers: { ...t.auth, 'content-type': 'application/json' },
       setupRequest: (req) => ({ ...req, body: JSON.stringify({ message: pool.pop() ?? (live++, make()) }) }),
@@ -773,21 +794,25 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
   /** Vouchers from every daemon of `set` at once, SCALE_CLIENTS closed-loop clients each. */
   const vouchers = async (set, seconds) => {
     for (const t of set) t.load.topUp(seconds, 1000);
+    await px.reset();
     const p0 = await cpuOfProxy();
     const cpu = cpuFrom();
     const t0 = now();
-    const rs = await Promise.all(set.map((t) => cannon(`${t.name} vouchers`, t.d.info.url, SCALE_CLIENTS, t.load.request(t.auth), seconds)));
+    const rs = await Promise.all(set.map((t) => cannon(`${t.name} vouchers`, t.d.info.url, SCALE_CLIENTS, t.load.opts(t.auth), seconds)));
     const ms = now() - t0;
     const { busy, own, ownS } = cpu();
     const proxyPct = (100 * ((await cpuOfProxy()) - p0)) / ms;
     rs.forEach((r, i) => { set[i].load.rate = r.rps; });
     const n = rs.reduce((a, r) => a + r.n, 0);
-    return { rate: n / seconds, busy, own, perOpMs: (1000 * ownS) / n, proxyPct, p50: median(rs.map((r) => r.p50)) };
+    const st = await px.stats();
+    detail(`vouchers, ${set.length} daemon(s)`, st, n, 'voucher');
+    return { rate: n / seconds, busy, own, perOpMs: (1000 * ownS) / n, proxyPct, p50: median(rs.map((r) => r.p50)), rt: st.roundTrips / n, st: st.statements / n, hold: st.holdMs };
   };
   /** SCALE_EVENTS recorded in every daemon of `set` at once; until all are delivered (by whichever worker). */
   const deliveries = async (set, per = SCALE_EVENTS) => {
     await receiver.call('reset');
     const total = per * set.length;
+    await px.reset();
     const p0 = await cpuOfProxy();
     const cpu = cpuFrom();
     const t0 = now();
@@ -797,7 +822,15 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
     const proxyPct = (100 * ((await cpuOfProxy()) - p0)) / (now() - t0);
     const c = await receiver.call('count');
     if (c.unsigned) throw new Error(`${c.unsigned} deliveries arrived without a signature`);
-    return { rate: total / ((at - Math.min(...rs.map((r) => r.t0))) / 1000), busy, own, perOpMs: (1000 * ownS) / total, proxyPct };
+    const st = await px.stats();
+    detail(`deliveries, ${set.length} daemon(s)`, st, total, 'delivery');
+    return { rate: total / ((at - Math.min(...rs.map((r) => r.t0))) / 1000), busy, own, perOpMs: (1000 * ownS) / total, proxyPct, rt: st.roundTrips / total, st: st.statements / total, hold: st.holdMs };
+  };
+  /** BENCH_PG_SCALE_DETAIL=1 (diagnosis): what the round trips of each run carried, per operation, on stderr. */
+  const detail = (label, st, n, unit) => {
+    if (!SCALE_DETAIL) return;
+    console.error(`  [scale] ${label}: ${(st.roundTrips / n).toFixed(2)} round trips, ${(st.statements / n).toFixed(2)} statements per ${unit}; what they carried:`);
+    for (const r of st.roundTripsByStatements.slice(0, 12)) console.error(`    ${(r.count / n).toFixed(3).padStart(7)}  ${r.text.slice(0, 170)}`);
   };
   const sizes = [1, 2, 4];
   const runs = { vouchers: Object.fromEntries(sizes.map((k) => [k, []])), deliveries: Object.fromEntries(sizes.map((k) => [k, []])) };
@@ -815,11 +848,10 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
     }
     trace(`scale round ${r + 1}: vouchers/s ${sizes.map((k) => fmt(runs.vouchers[k][r].rate)).join(' / ')}, deliveries/s ${sizes.map((k) => fmt(runs.deliveries[k][r].rate)).join(' / ')}`);
   }
-  const hold = (await px.stats()).holdMs;
   await Promise.all(ds.map(down));
   await px.close();
 
-  lines.push(`5. 1, 2 and 4 daemons on one database through the proxy: round trip ${RTT_MS} ms added (${fmt(RTT_MS / 2, 1)} ms each way; held on average ${hold.toFixed(2)} ms), medians of ${SCALE_ROUNDS} rounds`);
+  lines.push(`5. 1, 2 and 4 daemons on one database through the proxy: round trip ${RTT_MS} ms added (${fmt(RTT_MS / 2, 1)} ms each way; held on average ${median(sizes.flatMap((k) => [...runs.vouchers[k], ...runs.deliveries[k]].map((x) => x.hold))).toFixed(2)} ms), medians of ${SCALE_ROUNDS} rounds`);
   lines.push(`   vouchers: ${SCALE_CLIENTS} closed-loop clients per daemon, each billing its own stream (signed ahead), ${SCALE_SECONDS} s; deliveries: ${fmt(SCALE_EVENTS)} events recorded in each daemon at once, until all delivered`);
   lines.push('   CPU: the machine busy (/proc/stat, 1 - idle/total, iowait as idle; neighbours included), and this run\'s own processes\' share of the machine (bench, daemons, proxy, our PostgreSQL)');
   for (const kind of ['vouchers', 'deliveries']) {
@@ -829,7 +861,7 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
     const own = (k) => median(runs[kind][k].map((x) => x.own));
     const per = (k, key) => median(runs[kind][k].map((x) => x[key]));
     for (const k of sizes) {
-      lines.push(`  ${(k === 1 ? kind : '').padEnd(11)}${k} daemon${k > 1 ? 's' : ' '} ${fmt(rate(k)).padStart(6)}/s   CPU ${busy(k).toFixed(0).padStart(3)} % (target < ${CPU_TARGET} %) ${ok(busy(k) < CPU_TARGET)}, this run's ${own(k).toFixed(0).padStart(2)} %: ${per(k, 'perOpMs').toFixed(2)} ms of CPU per ${kind === 'vouchers' ? 'voucher' : 'delivery'}, the proxy ${per(k, 'proxyPct').toFixed(0)} % of a core${kind === 'vouchers' ? `; p50 ${per(k, 'p50')} ms` : ''}`);
+      lines.push(`  ${(k === 1 ? kind : '').padEnd(11)}${k} daemon${k > 1 ? 's' : ' '} ${fmt(rate(k)).padStart(6)}/s   CPU ${busy(k).toFixed(0).padStart(3)} % (target < ${CPU_TARGET} %) ${ok(busy(k) < CPU_TARGET)}, this run's ${own(k).toFixed(0).padStart(2)} %: ${per(k, 'perOpMs').toFixed(2)} ms of CPU per ${kind === 'vouchers' ? 'voucher' : 'delivery'}, the proxy ${per(k, 'proxyPct').toFixed(0)} % of a core; ${per(k, 'rt').toFixed(2)} round trips, ${per(k, 'st').toFixed(2)} statements each${kind === 'vouchers' ? `; p50 ${per(k, 'p50')} ms` : ' (recording included)'}; held ${per(k, 'hold').toFixed(1)} ms each way`);
     }
     lines.push(`  ${''.padEnd(11)}2×/1× ${ratio(2).toFixed(2)} (target >= ${SCALE_TARGET_2}) ${ok(ratio(2) >= SCALE_TARGET_2)}; 4×/1× ${ratio(4).toFixed(2)} (target >= ${SCALE_TARGET_4}) ${ok(ratio(4) >= SCALE_TARGET_4)}; per round 2×: ${runs[kind][2].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}, 4×: ${runs[kind][4].map((x, i) => f2(x.rate / runs[kind][1][i].rate)).join(', ')}`);
     results.push(
@@ -841,6 +873,8 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
   }
   const live = ds.reduce((a, t) => a + t.load.live, 0);
   if (live) lines.push(`    (the load generator signed ${live} vouchers during runs: its pool ran short)`);
+  const stale = ds.reduce((a, t) => a + t.load.stale, 0);
+  if (stale) lines.push(`    (${stale} vouchers answered 200 but not accepted; none expected with one client per stream)`);
 }
 
 // Last: the helpers above are constants (initialised only once the module body has run this far).
