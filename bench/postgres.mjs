@@ -34,16 +34,18 @@
 //    what the operations set off), divided by the count: an accepted voucher on a stream A billed last, one on a
 //    stream daemon B never saw (B's connections opened beforehand on streams of its own), a stream open (POST
 //    /v1/allowances/verify of a new credential registers its stream), control facts (stream.revoked of a new stream;
-//    budget.halted of a new budget), with no subscription (their events fan out to nothing); then, with one, a delivery:
+//    budget.halted of a new budget), with no subscription (their events fan out to nothing); then, with one (that does
+//    not take stream.revoked), stream.revoked again: the worker's claims on its event show as background; a delivery:
 //    BENCH_PG_OPS_BURST events recorded at once past the proxy (a second store in the daemon's process, which wakes
 //    its worker as its own writes do) until all are delivered, then BENCH_PG_OPS events one at a time (the worker
 //    woken after each commit, as a request does), divided by the deliveries. The background is measured first: both
-//    proxies over IDLE_MS of an idle daemon (the worker's 1 s poll; LISTEN is silent). A request's round trips leave
-//    out what the idle daemon sent too and the keyring's once-a-second key check (printed as "background", less the
-//    idle rate pro rata) and connection starts ("connecting"); a delivery's are everything, less the idle rate pro
-//    rata. What each round trip carried is listed (BENCH_PG_OPS_DETAIL: from how many per operation). Targets: <= 2
-//    round trips per accepted voucher (either case), per stream open, per delivery (the burst); the rest printed. Also
-//    timed: a control fact's event (budget.halted), from its 200 to the receiver, one at a time.
+//    proxies over IDLE_MS of an idle daemon (the worker's 1 s poll; LISTEN is silent), again for A once the
+//    subscription exists. A request's round trips leave out what the idle daemon sent too and the keyring's
+//    once-a-second key check (printed as "background", less the idle rate pro rata) and connection starts
+//    ("connecting"); a delivery's are everything, less the idle rate pro rata. What each round trip carried is listed
+//    (BENCH_PG_OPS_DETAIL: from how many per operation). Targets: <= 2 round trips per accepted voucher (either case),
+//    per stream open, per delivery (the burst); the rest printed. Also timed, one at a time: an event from its commit
+//    to the receiver (the worker woken after the commit), and a control fact's event (budget.halted) from its 200.
 // 5. scale — 1, 2 and 4 daemons on one database through the proxy with BENCH_PG_RTT_MS (4) of round trip added (half
 //    each way; the hold actually achieved is printed: Node's timers have 1 ms resolution). Vouchers: each daemon driven
 //    by BENCH_PG_SCALE_CLIENTS (4) closed-loop clients (autocannon), each billing its own stream upward (signed ahead),
@@ -69,6 +71,7 @@ import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import autocannon from 'autocannon';
 import pg from 'pg';
+import { TX_OF } from './lib/latency-proxy.mjs';
 import { LEASE_MS, pgUnavailable, startPostgres } from './lib/postgres.mjs';
 import { report, result } from './lib/report.mjs';
 import { BIN, ISSUER, NODE, fmt, median, prepare } from './lib/setup.mjs';
@@ -91,9 +94,9 @@ const OPS_BURST = Number(process.env.BENCH_PG_OPS_BURST ?? 1000); // events of t
 const OPS_TARGET = 2; // round trips per accepted voucher, stream open, delivery result
 const OPS_DETAIL = Number(process.env.BENCH_PG_OPS_DETAIL ?? 0.05); // list what round trips carried, from this many per operation
 const OPS_LATENCY = Number(process.env.BENCH_PG_OPS_LATENCY ?? 20); // control facts' events timed to the receiver
-const IDLE_MS = 3000;
+const IDLE_MS = 3000; // the background's measuring window
 /** Sent on a request at most once a second, whatever the load: the keyring's check of the trusted keys' generation. */
-const PERIODIC = /^SELECT value FROM meta WHERE key = 'keys_generation'$/; // the background's measuring window
+const PERIODIC = /^SELECT value FROM meta WHERE key = 'keys_generation'$/;
 const TRAIL_MS = 100; // after a window's last operation: what it set off (the worker woken by an event) ends
 const RTT_MS = Number(process.env.BENCH_PG_RTT_MS ?? 4);
 const SCALE_CLIENTS = Number(process.env.BENCH_PG_SCALE_CLIENTS ?? 4);
@@ -654,17 +657,34 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
   await sleep(1500); // both past their start (first polls, caches)
   trace('ops: prepared');
 
-  // Background: both proxies over IDLE_MS with nothing asked of the daemons. What each round trip carried there (the
-  // worker's poll: its claim transaction, the next due time) is the background's: in a request's window it is
-  // counted apart ("worker"), less the idle rate pro rata; connection starts apart too.
-  await Promise.all([pxA.reset(), pxB.reset()]);
-  const i0 = now();
-  await sleep(IDLE_MS);
-  const [idleA, idleB] = await Promise.all([pxA.stats({ top: 1000 }), pxB.stats({ top: 1000 })]);
-  const idleMs = now() - i0;
-  const idle = new Map([[pxA, idleA], [pxB, idleB]]);
-  const background = new Map([...idle].map(([px, s]) => [px, new Set(s.roundTripsByStatements.map((r) => r.text))]));
+  // Background: both proxies over IDLE_MS with nothing asked of the daemons (again once a subscription exists: the
+  // poll then claims for it). What each round trip carried there (the worker's poll: its claim transaction, the next
+  // due time) is the background's: in a request's window it is counted apart ("background"), less the idle rate pro
+  // rata; connection starts apart too.
+  const idle = new Map(); // proxy -> { s: its stats over the idle window, ms, set: what the round trips carried }
+  const measureIdle = async (pxs) => {
+    await Promise.all(pxs.map((px) => px.reset()));
+    const i0 = now();
+    await sleep(IDLE_MS);
+    const ss = await Promise.all(pxs.map((px) => px.stats({ top: 1000 })));
+    const ms = now() - i0;
+    pxs.forEach((px, i) => idle.set(px, { s: ss[i], ms, set: new Set(ss[i].roundTripsByStatements.flatMap((r) => r.parts)) }));
+  };
+  await measureIdle([pxA, pxB]);
+  const [idleA, idleB] = [idle.get(pxA), idle.get(pxB)];
 
+  /**
+   * A statement the idle daemon sends too (or the periodic key check): the background's. A COMMIT is named with its
+   * transaction's first statement (the proxy's "COMMIT ⟵ …"): the background's when that statement is.
+   */
+  const isBackground = (text, set) => {
+    if (set.has(text) || PERIODIC.test(text)) return true;
+    const i = text.indexOf(` ${TX_OF} `);
+    if (i < 0 || !/^(COMMIT|ROLLBACK)\b/.test(text)) return false;
+    const first = text.slice(i + TX_OF.length + 2).replace(/…$/, '');
+    for (const t of set) if (t.startsWith(first)) return true;
+    return false;
+  };
   /** Round trips and statements per unit over `fn` (then TRAIL_MS for what it set off). */
   const measure = async (px, label, units, fn, { all = false } = {}) => {
     await px.reset();
@@ -673,12 +693,12 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
     await sleep(TRAIL_MS);
     const ms = now() - t0;
     const s = await px.stats({ top: 1000 });
-    const bg = idle.get(px);
+    const { s: bg, ms: idleMs, set: background } = idle.get(px);
     const share = ms / idleMs;
     const sum = { req: 0, reqSt: 0, worker: 0, workerSt: 0, connect: 0 };
     for (const r of s.roundTripsByStatements) {
       if (r.text.startsWith('(')) sum.connect += r.count;
-      else if (!all && (background.get(px).has(r.text) || PERIODIC.test(r.text))) { sum.worker += r.count; sum.workerSt += r.statements; } else { sum.req += r.count; sum.reqSt += r.statements; }
+      else if (!all && r.parts.every((t) => isBackground(t, background))) { sum.worker += r.count; sum.workerSt += r.statements; } else { sum.req += r.count; sum.reqSt += r.statements; }
     }
     // all: every round trip is the operation's (deliveries: the worker's own work), less the idle rate pro rata.
     if (all) { sum.req -= bg.roundTrips * share; sum.reqSt -= bg.statements * share; } else { sum.worker -= bg.roundTrips * share; sum.workerSt -= bg.statements * share; }
@@ -706,6 +726,10 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
 
   await post(A, '/v1/webhooks', { url: hookUrl, events: ['budget.halted'], description: 'bench/postgres ops' }, 201);
   await sleep(300);
+  await measureIdle([pxA]); // the worker's poll now claims for the subscription: other statements
+  // The same control fact with a subscription present that does not take its kind: what the worker does on its event.
+  const rs = ids('os').map((id) => p.control({ jti: `j-${id}`, kind: 'stream.revoked', stream: id }));
+  m.push(await measure(pxA, 'control fact: stream.revoked, + subscription', n, () => seq(rs, async (message) => applied(await post(A, '/v1/control', { message })))));
   // Events recorded past the proxy (the daemon's own store would count the recording): what is counted is the worker.
   await receiver.call('reset');
   const nb = OPS_BURST;
@@ -738,11 +762,12 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
   await Promise.all([pxA.close(), pxB.close()]);
   trace('ops: deliveries done');
 
-  const target = new Set([0, 1, 2, 5]); // vouchers, stream open, delivery (burst): <= 2 round trips
-  const perSec = (s) => fmt(s.roundTrips / (idleMs / 1000), 1);
+  const target = new Set([0, 1, 2, 6]); // vouchers, stream open, delivery (burst): <= 2 round trips
+  const perSec = (x) => fmt(x.s.roundTrips / (x.ms / 1000), 1);
+  const idleMs = idleA.ms;
   lines.push(`4. round trips and statements per operation, counted by a proxy between daemon and PostgreSQL (no delay), ${n} sequential operations each`);
   lines.push(`   (deliveries: ${nb} events recorded at once past the proxy, then ${n} one at a time, each delivered before the next). Background measured`);
-  lines.push(`   idle over ${(idleMs / 1000).toFixed(1)} s (A ${perSec(idleA)}, B ${perSec(idleB)} round trips/s: the worker's 1 s poll); a request's round trips exclude what the idle`);
+  lines.push(`   idle over ${(idleMs / 1000).toFixed(1)} s (A ${perSec(idleA)}, B ${perSec(idleB)}; A with a subscription ${perSec(idle.get(pxA))} round trips/s: the worker's 1 s poll); a request's round trips exclude what the idle`);
   lines.push('   daemon also sends and the keyring\'s once-a-second key check (column "background", less the idle rate pro rata); a delivery');
   lines.push('   counts all the worker sends, less the idle rate');
   lines.push(`  ${'operation'.padEnd(44)} round trips  statements  background  connecting`);
@@ -758,9 +783,10 @@ async function partOps({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl, d
   lines.push(`  event → delivered, one at a time (rtt 0): woken after the event's commit (as above), from the commit to the receiver ${lat(woken)};`);
   lines.push(`    a control fact's event (budget.halted; the worker woken by recordEvent, inside the transaction), from the 200 to the receiver ${lat(late)}`);
   results.push(result(`control fact's event: 200 → delivered, one at a time, median (rtt 0)`, median(late), 'ms'));
-  const names = ['round trips per accepted voucher, billed here last', 'round trips per accepted voucher, fresh daemon', 'round trips per stream open', 'round trips per control fact, stream.revoked', 'round trips per control fact, budget.halted', 'round trips per delivery (burst)', 'round trips per delivery (one event at a time)'];
+  const names = ['round trips per accepted voucher, billed here last', 'round trips per accepted voucher, fresh daemon', 'round trips per stream open', 'round trips per control fact, stream.revoked', 'round trips per control fact, budget.halted', 'round trips per control fact, stream.revoked, a subscription present', 'round trips per delivery (burst)', 'round trips per delivery (one event at a time)'];
   m.forEach((x, i) => results.push(result(names[i], x.rt, 'rt', target.has(i) ? ['<=', OPS_TARGET] : undefined)));
   m.forEach((x, i) => results.push(result(names[i].replace('round trips', 'statements'), x.st, 'stmt')));
+  results.push(result('round trips of the worker per control fact (stream.revoked), a subscription present that does not take it', m[5].worker, 'rt'));
 }
 
 // ---------------------------------------------------------------------------------------------------------------

@@ -33,14 +33,17 @@ const MAX_BUFFERED = 1 << 20;
 /** Statement texts and round-trip signatures kept at most (texts are templates; a bound for a caller that is not). */
 const MAX_KEYS = 2000;
 const TEXT_CHARS = 110;
+/** "COMMIT ⟵ <the transaction's first statement, at most TX_CHARS>". */
+export const TX_OF = '⟵';
+export const TX_CHARS = 60;
 
 const shortText = (s) => { const t = s.replace(/\s+/g, ' ').trim(); return t.length > TEXT_CHARS ? `${t.slice(0, TEXT_CHARS - 1)}…` : t; };
 const cstring = (buf, at) => { const end = buf.indexOf(0, at); return end < 0 ? ['', buf.length] : [buf.toString('utf8', at, end), end + 1]; };
 const bump = (map, key, n = 1) => { if (map.size < MAX_KEYS || map.has(key)) map.set(key, (map.get(key) ?? 0) + n); };
-/** Round trips by what they carried: key -> [round trips, statements]. */
+/** Round trips by what they carried: key -> [round trips, statements, the texts]. */
 const bumpRt = (map, rt) => {
   const key = rt.texts.length ? rt.texts.join(' | ') : '(no statement)';
-  const v = map.get(key) ?? (map.size < MAX_KEYS ? [0, 0] : undefined);
+  const v = map.get(key) ?? (map.size < MAX_KEYS ? [0, 0, rt.texts] : undefined);
   if (!v) return;
   v[0]++; v[1] += rt.statements;
   map.set(key, v);
@@ -212,8 +215,8 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
         // A COMMIT or ROLLBACK is named with its transaction's first statement, so that one transaction's end is
         // told from another's.
         if (/^BEGIN\b/i.test(text)) { c.inTx = true; c.txFirst = null; }
-        else if (/^(COMMIT|ROLLBACK)\b/i.test(text)) { text = `${text} ⟵ ${c.txFirst ?? '(nothing)'}`; c.inTx = false; c.txFirst = null; }
-        else if (c.inTx && c.txFirst === null) c.txFirst = text.length > 60 ? `${text.slice(0, 59)}…` : text;
+        else if (/^(COMMIT|ROLLBACK)\b/i.test(text)) { text = `${text} ${TX_OF} ${c.txFirst ?? '(nothing)'}`; c.inTx = false; c.txFirst = null; }
+        else if (c.inTx && c.txFirst === null) c.txFirst = text.length > TX_CHARS ? `${text.slice(0, TX_CHARS - 1)}…` : text;
         if (c.rt) c.rt.statements++;
       }
       if (c.rt && c.rt.texts.length < 12) c.rt.texts.push(text);
@@ -256,7 +259,7 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
   await new Promise((resolve, reject) => { server.once('error', reject); server.listen(0, '127.0.0.1', resolve); });
 
   const top = (map, n) => [...map].sort((a, b) => b[1] - a[1]).slice(0, n).map(([text, count]) => ({ text, count }));
-  const topRt = (map, n) => [...map].sort((a, b) => b[1][0] - a[1][0]).slice(0, n).map(([text, [count, statements]]) => ({ text, count, statements }));
+  const topRt = (map, n) => [...map].sort((a, b) => b[1][0] - a[1][0]).slice(0, n).map(([text, [count, statements, parts]]) => ({ text, parts, count, statements }));
   return {
     port: server.address().port,
     rttMs: oneWay * 2,
@@ -266,7 +269,7 @@ export async function startProxy({ port, host = '127.0.0.1', rttMs = 0 }) {
       addCounters(total, closedTotals);
       for (const c of conns) addCounters(total, c.c);
       // The round trips in progress are counted by their statements so far.
-      const rts = new Map([...byRoundTrip].map(([k, v]) => [k, [...v]]));
+      const rts = new Map([...byRoundTrip].map(([k, v]) => [k, [v[0], v[1], v[2]]]));
       for (const c of conns) if (c.rt) bumpRt(rts, c.rt);
       return {
         ...total,
