@@ -331,9 +331,9 @@ function voucherLoad(name, streams) {
     acked: new Map(streams.map((s) => [s, 0])), // the last amount answered 200
     pool: new Map(streams.map((s) => [s, []])), // vouchers signed ahead, per stream, amounts consecutive
     live: 0, // vouchers the load generator had to sign during a run (its pool ran out)
-    rate: 0, // the last run's vouchers/s
+    rate: 0, // the highest vouchers/s of a run so far (sizes what is signed ahead)
     stale: 0, // answered 200 but not accepted (a lower voucher after a higher one: none expected, one client per stream)
-    /** Sign ahead what the next run will likely send: 1.5 x the last run's rate (at least `floor` in all). */
+    /** Sign ahead what the next run will likely send: 1.5 x the highest rate so far (at least `floor` in all). */
     topUp(seconds, floor = 8000) {
       const per = Math.ceil(Math.max(floor, L.rate * seconds * 1.5) / streams.length);
       for (const s of streams) {
@@ -425,7 +425,7 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
     if (kind === 'headroom') return cannon(`${t.name} headroom`, t.d.info.url, HEADROOM_CONNECTIONS, { method: 'GET', path: '/v1/streams/h/headroom', headers: t.auth }, seconds);
     t.load.topUp(seconds);
     const r = await cannon(`${t.name} vouchers`, t.d.info.url, VOUCHER_CONNECTIONS, t.load.opts(t.auth), seconds);
-    t.load.rate = r.rps;
+    t.load.rate = Math.max(t.load.rate, r.rps);
     return r;
   };
   const res = { headroom: { SQLite: [], PostgreSQL: [], ratio: [] }, vouchers: { SQLite: [], PostgreSQL: [], ratio: [] } };
@@ -832,7 +832,7 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
     const ms = now() - t0;
     const { busy, own, ownS } = cpu();
     const proxyPct = (100 * ((await cpuOfProxy()) - p0)) / ms;
-    rs.forEach((r, i) => { set[i].load.rate = r.rps; });
+    rs.forEach((r, i) => { set[i].load.rate = Math.max(set[i].load.rate, r.rps); });
     const n = rs.reduce((a, r) => a + r.n, 0);
     const st = await px.stats();
     detail(`vouchers, ${set.length} daemon(s)`, st, n, 'voucher');
