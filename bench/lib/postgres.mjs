@@ -8,6 +8,9 @@
 // the data dir): the real daemon (startDaemon from dist/daemon.js: API + delivery worker) with --delivery-timeout 1
 // (lease = 2 × 1 s + 10 s = 12 s), that records events the way the service layer does (recordEvent inside a write
 // transaction of its own, `batch` at once) on the parent's command over IPC — as bench/lib/delivery-daemon.mjs, which has no store option.
+// With BENCH_DIRECT_URL as well (the daemon's store URL then points at bench/lib/latency-proxy.mjs), a burst sent with
+// `direct: true` is recorded through a second store on that URL, so the proxy sees only what the daemon itself (its
+// delivery worker) asks of the database; the worker is woken as by its own writes (the same module's wakers).
 import { fileURLToPath } from 'node:url';
 import { pgAvailable, startPostgresServer } from '../../test/helpers/pg-server.mjs';
 
@@ -55,6 +58,8 @@ async function daemonChild(dataDir) {
     retrySchedule: [1, 1, 1, 1, 1], // a failed attempt (none expected: the receiver answers 204) must not stall a round
   });
   const store = d.deps.store;
+  const { openStore } = await import(new URL('store/open.js', dist).href);
+  const direct = process.env.BENCH_DIRECT_URL ? await openStore({ dataDir, store: process.env.BENCH_DIRECT_URL }) : undefined;
   const now = () => performance.timeOrigin + performance.now();
   const tick = () => new Promise((r) => setImmediate(r));
   let k = 0;
@@ -65,12 +70,17 @@ async function daemonChild(dataDir) {
    * requests at once; SQLite group-commits each batch into one transaction, PostgreSQL runs them as concurrent
    * transactions), back to back; resolves with the times and the first event's seq.
    */
-  async function burst({ node, n, batch }) {
+  async function burst({ node, n, batch, direct: viaDirect = false, wake = false }) {
     const t0 = now();
     let firstSeq;
+    const into = viaDirect ? direct : store;
+    if (!into) throw new Error('a direct burst needs BENCH_DIRECT_URL');
     for (let i = 0; i < n && !stopping; i += batch) {
       const m = Math.min(batch, n - i);
-      const seqs = await Promise.all(Array.from({ length: m }, () => store.write(async (tx) => (await record(tx, node)).seq)));
+      const seqs = await Promise.all(Array.from({ length: m }, () => into.write(async (tx) => (await record(tx, node)).seq)));
+      // wake: as a request does after its commit (recordEvent wakes the worker before it; PostgreSQL may not show the
+      // event to the worker's claim until the commit has landed).
+      if (wake) d.worker.wake();
       seqs.sort((a, b) => a - b);
       firstSeq ??= seqs[0];
       await tick();
@@ -87,6 +97,7 @@ async function daemonChild(dataDir) {
         case 'stop':
           stopping = true;
           await d.stop();
+          await direct?.close();
           return process.send({ re: m.re }, () => process.exit(0));
       }
     } catch (err) {
