@@ -1,42 +1,18 @@
 // The single binary (DESIGN §12): dist/node-svc, copied alone into an empty directory, runs the CLI and the daemon
 // with nothing else on disk: no node_modules, no dist, its SQLite addon extracted from itself.
-import { execFile, execFileSync, spawn } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import { copyFile, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
-import { readdirSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { BINARY, ensureBinary } from '../helpers/binary.js';
 import { json, REPO_ROOT, type CliResult } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
 
 // Building takes ~5-10 s (most of it postject), more on a busy machine.
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 180_000 });
 
-const DIST = join(REPO_ROOT, 'dist');
-const BINARY = join(DIST, 'node-svc');
 const ADDON = join(REPO_ROOT, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
-
-/** The newest .js under dist/ (what tsc last wrote), to rebuild a binary older than the code it bundles. */
-function newestJs(dir: string): number {
-  let newest = 0;
-  for (const e of readdirSync(dir, { withFileTypes: true })) {
-    const p = join(dir, e.name);
-    if (e.isDirectory()) newest = Math.max(newest, newestJs(p));
-    else if (e.name.endsWith('.js')) newest = Math.max(newest, statSync(p).mtimeMs);
-  }
-  return newest;
-}
-
-function ensureBinary() {
-  let built = 0;
-  try {
-    built = statSync(BINARY).mtimeMs;
-  } catch {
-    // not built yet
-  }
-  if (built > newestJs(DIST)) return;
-  execFileSync(process.execPath, [join(DIST, 'sea', 'build.js')], { cwd: REPO_ROOT, stdio: ['ignore', 'ignore', 'pipe'], timeout: 170_000 });
-}
 
 let dir: string; // the empty directory the binary runs in
 let cache: string; // its XDG_CACHE_HOME, elsewhere, so `dir` holds only what the commands create
@@ -44,7 +20,7 @@ let exe: string;
 let env: NodeJS.ProcessEnv;
 
 beforeAll(async () => {
-  ensureBinary();
+  await ensureBinary();
   dir = await mkdtemp(join(tmpdir(), 'node-svc-bin-'));
   cache = await mkdtemp(join(tmpdir(), 'node-svc-bin-cache-'));
   exe = join(dir, 'node-svc');

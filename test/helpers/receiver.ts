@@ -1,5 +1,6 @@
-// A real webhook receiver: node:http on 127.0.0.1, port 0. Records every request (raw body bytes, headers) and
-// answers per a programmable policy (fail N times, 410, redirect, delay, Retry-After, drop the connection).
+// A real webhook receiver: node:http on 127.0.0.1 (or the address given), port 0. Records every request (raw body
+// bytes, headers) and answers per a programmable policy (fail N times, 410, redirect, delay, Retry-After, drop the
+// connection).
 // It can go down (listener closed, connections refused) and come back on the same port.
 import { createHmac, timingSafeEqual } from 'node:crypto';
 import { EventEmitter } from 'node:events';
@@ -48,7 +49,7 @@ export const slow = (delayMs: number, status = 200): Policy => () => ({ status, 
 export const redirect = (location: string, status = 302): Policy => () => ({ status, headers: { location } });
 
 export interface Receiver {
-  /** `http://127.0.0.1:PORT`. */
+  /** `http://127.0.0.1:PORT` (the address it listens on). */
   url: string;
   port: number;
   /** Everything received so far, in order. */
@@ -75,7 +76,13 @@ export interface Receiver {
   close(): Promise<void>;
 }
 
-export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
+export interface ReceiverOptions {
+  /** The address to listen on (default 127.0.0.1), e.g. a container network's gateway for daemons in containers. */
+  host?: string;
+}
+
+export async function startReceiver(policy: Policy = ack(), opts: ReceiverOptions = {}): Promise<Receiver> {
+  const host = opts.host ?? '127.0.0.1';
   let current = policy;
   const requests: ReceivedRequest[] = [];
   const perEvent = new Map<string, number>();
@@ -139,7 +146,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
     new Promise<void>((resolve, reject) => {
       server = make();
       server.once('error', reject);
-      server.listen(port, '127.0.0.1', () => {
+      server.listen(port, host, () => {
         port = (server.address() as AddressInfo).port;
         resolve();
       });
@@ -176,7 +183,7 @@ export async function startReceiver(policy: Policy = ack()): Promise<Receiver> {
 
   return {
     get url() {
-      return `http://127.0.0.1:${port}`;
+      return `http://${host.includes(':') ? `[${host}]` : host}:${port}`;
     },
     get port() {
       return port;
