@@ -8,8 +8,11 @@ import { iso } from '../domain/time.js';
 import type { Sql } from './sql.js';
 import { deliveries, matches, subscriptions } from './webhooks.js';
 
-/** Called after each recorded event so the delivery worker wakes at once (it claims after the commit). */
+/** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
 const wakers = new Set<() => void>();
+const wakeAll = () => { for (const w of wakers) w(); };
+/** Wake the worker once the event's transaction has committed (PostgreSQL: a claim before it would miss the event). */
+const wakeAfter = (tx: Sql) => (tx.afterCommit ? tx.afterCommit(wakeAll) : wakeAll());
 export const onEventRecorded = (wake: () => void): (() => void) => {
   wakers.add(wake);
   return () => wakers.delete(wake);
@@ -43,25 +46,26 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
     // its kind (matches(), in SQL: the kind in the subscription's schema version, and in its events list, a JSON array
     // of kind names or '*'), ids made here. Past FAN_OUT_IDS subscriptions the rest are inserted below.
     const ids = Array.from({ length: FAN_OUT_IDS }, () => newId('dlv'));
-    const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null }>(
+    const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null; matched: number }>(
       `WITH e AS (${insert}),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
           WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
           SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS})
-      SELECT e.seq, s.id AS subscription, s.k FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
+      SELECT e.seq, s.id AS subscription, s.k, (SELECT COUNT(*) FROM s) AS matched FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
       { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids });
     seq = Number(rows[0]!.seq);
     for (const r of rows) if (r.subscription !== null) await deliveries.insert(tx, seq, r.subscription, now);
-    for (const w of wakers) w();
+    if (Number(rows[0]!.matched) > 0) wakeAfter(tx);
     return { seq, id, type, externalRef, occurredAt: now };
   } else {
     seq = Number(await tx.value<number>(insert, values));
     subs = await subscriptions.activeForNode(tx, nodeId);
   }
   const e = { seq, id, type, externalRef, occurredAt: now };
-  for (const sub of subs) if (matches(sub, type)) await deliveries.insert(tx, e.seq, sub.id, now);
-  for (const w of wakers) w();
+  let made = 0;
+  for (const sub of subs) if (matches(sub, type)) { await deliveries.insert(tx, e.seq, sub.id, now); made++; }
+  if (made > 0) wakeAfter(tx);
   return e;
 }
 

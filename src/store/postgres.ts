@@ -469,7 +469,7 @@ class PgStore implements PostgresStore {
     return out;
   }
 
-  #sql(runner: Runner, live: () => boolean): Sql {
+  #sql(runner: Runner, live: () => boolean, after?: Array<() => void>): Sql {
     const exec = async (sql: string, params: Params | undefined): Promise<pg.QueryResult> => {
       if (!live()) throw new Error('this transaction has ended: a write()/transaction() callback used its tx after it returned');
       const c = compileSql(sql);
@@ -489,6 +489,7 @@ class PgStore implements PostgresStore {
     };
     return {
       dialect: 'postgres',
+      ...(after ? { afterCommit: (fn: () => void) => void after.push(fn) } : {}),
       get: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe)[0] as T | undefined,
       all: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe) as T[],
       value: async <T>(sql: string, params?: Params, safe = false) => {
@@ -559,8 +560,9 @@ class PgStore implements PostgresStore {
   async #inTransaction<T>(begin: string, fn: (tx: Sql) => Promise<T>): Promise<T> {
     const client = await this.#connect();
     let live = true;
+    const after: Array<() => void> = [];
     try {
-      const v = await fn(this.#sql(beginsWithFirst(client, begin), () => live));
+      const v = await fn(this.#sql(beginsWithFirst(client, begin), () => live, after));
       live = false;
       if (began.has(client)) {
         began.delete(client);
@@ -569,6 +571,7 @@ class PgStore implements PostgresStore {
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
       }
       client.release();
+      for (const f of after) f();
       return v;
     } catch (err) {
       live = false;

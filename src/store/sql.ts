@@ -22,6 +22,12 @@ export interface Sql {
   value<T = unknown>(sql: string, params?: Params, safe?: boolean): Promise<T | undefined>;
   /** Rows changed. */
   run(sql: string, params?: Params): Promise<number>;
+  /**
+   * PostgreSQL write transactions: run `fn` once this transaction has committed (never if it rolls back), for news
+   * that other connections must be able to see (the delivery worker's wake). Absent: what this connection does next
+   * already comes after the commit (SQLite's one writer), so call it at once.
+   */
+  afterCommit?(fn: () => void): void;
 }
 
 /** A message from a write made anywhere (this daemon, another daemon, the CLI) that caches must drop `key`. */

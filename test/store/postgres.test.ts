@@ -11,7 +11,7 @@ import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
-import { recordEvent } from '../../src/store/events.js';
+import { onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { matches, subscriptions } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
@@ -274,6 +274,29 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       // The counters the triggers keep agree with the rows, summed over their slots.
       const counted = await s.q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'pending'");
       expect(Number(counted)).toBe(await s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
+    });
+  });
+
+  describe('the delivery worker\'s wake', () => {
+    it('comes after the event\'s commit (a claim on another connection finds it), never for a rollback, only when a delivery was made', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0)");
+      await s.write((tx) => subscriptions.insert(tx, { id: 'whk_1', node_id: 'n1', url: 'https://r.example/h', events: '["budget.halted"]', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 }));
+      const seen: Array<Promise<number>> = [];
+      // What the worker would do when woken: read the pending deliveries through another connection.
+      const off = onEventRecorded(() => { seen.push(s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'").then(Number)); });
+      try {
+        await s.write(async (tx) => {
+          await recordEvent(tx, 'n1', 'budget.halted', 'ref', {}, 1000);
+          await tx.value('SELECT pg_sleep(0.2)'); // the commit comes well after the insert
+        });
+        expect(await Promise.all(seen)).toEqual([1]);
+        await expect(s.write(async (tx) => { await recordEvent(tx, 'n1', 'budget.halted', 'ref', {}, 1000); throw new Error('rolled back'); })).rejects.toThrow('rolled back');
+        await s.write((tx) => recordEvent(tx, 'n1', 'stream.revoked', 'ref', {}, 1000)); // no subscription takes it
+        expect(seen).toHaveLength(1);
+      } finally {
+        off();
+      }
     });
   });
 
