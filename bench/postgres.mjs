@@ -46,10 +46,11 @@
 //    (BENCH_PG_OPS_DETAIL: from how many per operation). Targets: <= 2 round trips per accepted voucher (either case),
 //    per stream open, per delivery (the burst); the rest printed. Also timed, one at a time: an event from its commit
 //    to the receiver (the worker woken after the commit), and a control fact's event (budget.halted) from its 200.
-// 5. scale — 1, 2 and 4 daemons on one database through the proxy with BENCH_PG_RTT_MS (4) of round trip added (half
+// 5. scale — 1, 2 and 4 daemons on one database through the proxy with BENCH_PG_RTT_MS (10) of round trip added (half
 //    each way; the hold actually achieved is printed: Node's timers have 1 ms resolution). Vouchers: each daemon driven
-//    by BENCH_PG_SCALE_CLIENTS (4) closed-loop clients (autocannon), each billing its own stream upward (signed ahead),
-//    for BENCH_PG_SCALE_SECONDS; billed truth checked as in part 1. Deliveries: BENCH_PG_SCALE_EVENTS recorded in each
+//    by BENCH_PG_SCALE_CLIENTS (1) closed-loop clients (autocannon), each billing its own stream upward (signed ahead),
+//    for BENCH_PG_SCALE_SECONDS; billed truth checked as in part 1. Deliveries: each daemon's worker with
+//    BENCH_PG_SCALE_IN_FLIGHT (4) deliveries in flight at most (its closed-loop clients); BENCH_PG_SCALE_EVENTS recorded in each
 //    daemon at once (through its own store, so through the proxy), timed until all are delivered (by whichever
 //    worker claims them: the daemons not in the run are stopped). BENCH_PG_SCALE_ROUNDS rounds (the daemons started
 //    again and warmed up at each). Targets: total rate 2 daemons / 1 >= 1.8, 4 / 1 >= 3 (medians of per-round
@@ -59,8 +60,8 @@
 // Env: BENCH_ROUNDS (5) of BENCH_SECONDS (2) for headroom and vouchers, BENCH_DELIVERY_ROUNDS (3) of BENCH_N (4000)
 //      events, BENCH_HEADROOM_CONNECTIONS (32), BENCH_VOUCHER_CONNECTIONS (64); BENCH_PG_PARTS (all: compare, failover,
 //      control, ops, scale); BENCH_PG_CONTROL_ROUNDS (3) of BENCH_PG_CONTROL_SECONDS (BENCH_SECONDS); BENCH_PG_OPS (50),
-//      BENCH_PG_OPS_BURST (1000), BENCH_PG_OPS_LATENCY (20), BENCH_PG_OPS_DETAIL (0.05); BENCH_PG_RTT_MS (4),
-//      BENCH_PG_SCALE_CLIENTS (4), BENCH_PG_SCALE_SECONDS (BENCH_SECONDS), BENCH_PG_SCALE_EVENTS (1000),
+//      BENCH_PG_OPS_BURST (1000), BENCH_PG_OPS_LATENCY (20), BENCH_PG_OPS_DETAIL (0.05); BENCH_PG_RTT_MS (10),
+//      BENCH_PG_SCALE_CLIENTS (1), BENCH_PG_SCALE_IN_FLIGHT (4), BENCH_PG_SCALE_SECONDS (BENCH_SECONDS), BENCH_PG_SCALE_EVENTS (300),
 //      BENCH_PG_SCALE_ROUNDS (3), BENCH_PG_SCALE_DETAIL=1 (diagnosis: what each scaling run's round trips carried, on
 //      stderr); BENCH_TRACE=1 (phase times on stderr); BENCH_PG_STATEMENTS=1 (diagnosis: load
 //      pg_stat_statements and print the statements per request and per event of the last PostgreSQL round of part 1;
@@ -100,10 +101,12 @@ const IDLE_MS = 3000; // the background's measuring window
 /** Sent on a request at most once a second, whatever the load: the keyring's check of the trusted keys' generation. */
 const PERIODIC = /^SELECT value FROM meta WHERE key = 'keys_generation'$/;
 const TRAIL_MS = 100; // after a window's last operation: what it set off (the worker woken by an event) ends
-const RTT_MS = Number(process.env.BENCH_PG_RTT_MS ?? 4);
-const SCALE_CLIENTS = Number(process.env.BENCH_PG_SCALE_CLIENTS ?? 4);
+const RTT_MS = Number(process.env.BENCH_PG_RTT_MS ?? 10);
+const SCALE_CLIENTS = Number(process.env.BENCH_PG_SCALE_CLIENTS ?? 1);
+/** Deliveries in flight per daemon in the scaling part (the worker's concurrency): its closed-loop clients. */
+const SCALE_IN_FLIGHT = Number(process.env.BENCH_PG_SCALE_IN_FLIGHT ?? 4);
 const SCALE_SECONDS = Number(process.env.BENCH_PG_SCALE_SECONDS ?? SECONDS);
-const SCALE_EVENTS = Number(process.env.BENCH_PG_SCALE_EVENTS ?? 1000);
+const SCALE_EVENTS = Number(process.env.BENCH_PG_SCALE_EVENTS ?? 300);
 const SCALE_ROUNDS = Number(process.env.BENCH_PG_SCALE_ROUNDS ?? 3);
 const SCALE_DETAIL = process.env.BENCH_PG_SCALE_DETAIL === '1';
 const SCALE_TARGET_2 = 1.8;
@@ -227,7 +230,7 @@ async function main() {
   const receiver = await spawnChild(RECEIVER, []);
   const hookUrl = `http://127.0.0.1:${receiver.info.port}/hook`;
   /** A PostgreSQL daemon on data dir `i`: on the database itself, or through a proxy's port (bursts then past it). */
-  const startPg = (i, port) => spawnChild(LIB, ['daemon', pgDirs[i]], port ? { BENCH_STORE_URL: viaPort(pgUrl, port), BENCH_DIRECT_URL: pgUrl } : { BENCH_STORE_URL: pgUrl });
+  const startPg = (i, port, extra = {}) => spawnChild(LIB, ['daemon', pgDirs[i]], { ...(port ? { BENCH_STORE_URL: viaPort(pgUrl, port), BENCH_DIRECT_URL: pgUrl } : { BENCH_STORE_URL: pgUrl }), ...extra });
   const sqlite = { name: 'SQLite', d: await spawnChild(LIB, ['daemon', p.dataDir]), auth: p.auth };
   const pgOne = { name: 'PostgreSQL', d: await startPg(0), auth: pgAuth };
   const both = [sqlite, pgOne];
@@ -798,7 +801,7 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
   const pgPort = Number(new URL(pgUrl).port);
   const px = await startProxy(pgPort, RTT_MS);
   const ds = Array.from({ length: 4 }, (_, i) => ({ name: `daemon ${i + 1}`, i, d: undefined, auth: pgAuth, load: undefined }));
-  const up = async (t) => { if (!t.d || t.d.exited) t.d = await startPg(4 + t.i, px.port); };
+  const up = async (t) => { if (!t.d || t.d.exited) t.d = await startPg(4 + t.i, px.port, { BENCH_DELIVERY_CONCURRENCY: String(SCALE_IN_FLIGHT) }); };
   const down = async (t) => { await stopChild(t.d); t.d = undefined; };
   await Promise.all(ds.map(up));
   const first = ds[0];

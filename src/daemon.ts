@@ -32,6 +32,8 @@ export interface DaemonOptions {
   service?: Partial<ServiceConfig>;
   retrySchedule?: number[];
   deliveryTimeoutMs?: number;
+  /** Deliveries in flight at most (default 256; benches bound it to measure a fixed load per daemon). */
+  deliveryConcurrency?: number;
   webhookPolicy?: TargetPolicy;
   /** A settlement rail (escrow or card) and its policy; without one, finality stays `none`. */
   rail?: RailSetup;
@@ -104,6 +106,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     userAgent: `node-svc/${VERSION}`,
     ...(o.retrySchedule ? { retrySchedule: o.retrySchedule } : {}),
     ...(o.deliveryTimeoutMs ? { timeoutMs: o.deliveryTimeoutMs } : {}),
+    ...(o.deliveryConcurrency ? { concurrency: o.deliveryConcurrency } : {}),
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
