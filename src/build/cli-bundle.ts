@@ -1,11 +1,13 @@
 // `npm run build` (after tsc): dist/cli/node-svc.cjs, what bin/node-svc loads. `verify` in one CommonJS file, so its
 // cold start resolves and compiles one module instead of ~35 ES modules (and skips the ES module loader: bench/cli-start).
 //   - inlined: cli/main.js, everything it imports statically, and the modules of FAST_PATH (its one dynamic import);
-//   - left to node at run time: packages (better-sqlite3 among them, native), and every other dynamic import of ours
-//     (`./program.js`, the postgres store, `verify --remote`), which loads the ES modules tsc wrote beside it, as before.
+//   - better-sqlite3's JavaScript, for store/db.ts, through src/cli/module-shim.ts (which checks the installed version);
+//   - left to node at run time: packages (better-sqlite3's native addon among them), and every other dynamic import of
+//     ours (`./program.js`, the postgres store, `verify --remote`), which loads the ES modules tsc wrote beside it.
 // Those modules carry their own copies of what the bundle inlined: errors cross over by isNodeSvcError, not instanceof.
 import { build, type Plugin } from 'esbuild';
-import { statSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
+import { createRequire, isBuiltin } from 'node:module';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -15,6 +17,10 @@ export const OUT = join(DIST, 'cli', 'node-svc.cjs');
 
 /** The dynamic imports of ours on the `verify` path, relative to dist: bundled (lazily evaluated), not left to node. */
 export const FAST_PATH = ['cli/commands/verify.js'];
+
+const DB = join(DIST, 'store', 'db.js');
+const SHIM = join(DIST, 'cli', 'module-shim.js');
+const require = createRequire(import.meta.url);
 
 const isOurs = (path: string) => path.startsWith(DIST + sep) && !path.includes(`${sep}node_modules${sep}`);
 
@@ -38,6 +44,22 @@ export function onlyFastPath(outDir: string, inline: string[] = FAST_PATH): Plug
   };
 }
 
+/**
+ * Packages stay external, except better-sqlite3's JavaScript imported by the shim, which store/db.ts gets for its
+ * `node:module` (and `bindings`, which better-sqlite3 only calls when given no addon path: the shim always has one).
+ */
+const packagesButSqlite: Plugin = {
+  name: 'node-svc-packages-but-sqlite',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?module$/ }, (a) => (a.importer === DB ? { path: SHIM } : undefined));
+    b.onResolve({ filter: /^[^./]/ }, (a) => {
+      if (isBuiltin(a.path)) return { path: a.path, external: true };
+      if (a.path === 'better-sqlite3' && a.importer === SHIM) return undefined;
+      return { path: a.path, external: true };
+    });
+  },
+};
+
 export async function bundleCli(): Promise<{ out: string; bytes: number; modules: number }> {
   statSync(ENTRY); // tsc first
   const r = await build({
@@ -47,11 +69,13 @@ export async function bundleCli(): Promise<{ out: string; bytes: number; modules
     format: 'cjs',
     platform: 'node',
     target: 'node20',
-    packages: 'external',
     // createRequire(import.meta.url) (store/db.ts, cli/output.ts): the bundle's own URL, so packages resolve from dist/cli.
-    define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
+    define: {
+      'import.meta.url': '__nodeSvcImportMetaUrl',
+      NODE_SVC_BUNDLED_SQLITE: JSON.stringify((JSON.parse(readFileSync(require.resolve('better-sqlite3/package.json'), 'utf8')) as { version: string }).version),
+    },
     banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-    plugins: [onlyFastPath(dirname(OUT))],
+    plugins: [onlyFastPath(dirname(OUT)), packagesButSqlite],
     metafile: true,
     legalComments: 'none',
     logLevel: 'silent',
