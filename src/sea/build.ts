@@ -161,6 +161,29 @@ function run(cmd: string, args: string[], cwd: string) {
   return r;
 }
 
+/**
+ * A single executable of `main` (a CJS file) and `assets` at `out`: node's SEA blob, injected with postject into a copy
+ * of this very node; renamed into place only when done. `work` holds the blob and its config. bench/cli-start also
+ * makes its baseline with it: an empty main, the same node and machinery.
+ */
+export function makeSea(o: { main: string; out: string; work: string; assets?: Record<string, string>; codeCache?: boolean; snapshot?: boolean }): void {
+  const blob = join(o.work, 'sea.blob');
+  const config = { main: o.main, output: blob, disableExperimentalSEAWarning: true, useSnapshot: !!o.snapshot, useCodeCache: !!o.codeCache, assets: o.assets ?? {} };
+  writeFileSync(join(o.work, 'sea-config.json'), JSON.stringify(config, null, 2));
+  run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], o.work);
+  const tmpOut = `${o.out}.${process.pid}.tmp`;
+  copyFileSync(process.execPath, tmpOut);
+  chmodSync(tmpOut, 0o755);
+  const postject = join(dirname(require.resolve('postject')), 'cli.js');
+  try {
+    run(process.execPath, [postject, tmpOut, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL_FUSE], o.work);
+    renameSync(tmpOut, o.out);
+  } catch (err) {
+    rmSync(tmpOut, { force: true });
+    throw err;
+  }
+}
+
 export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport> {
   const t0 = performance.now();
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
@@ -219,7 +242,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
       }
     }
 
-    // 3. the blob
+    // 3. the blob, and 4. a copy of this node with it injected
     const addon = require.resolve(SQLITE_ADDON_ID);
     const addonBytes = readFileSync(addon);
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -231,23 +254,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     writeFileSync(join(work, MANIFEST_ASSET), JSON.stringify(manifest));
     assets[MANIFEST_ASSET] = join(work, MANIFEST_ASSET);
     assets[manifest.sqlite.asset] = addon;
-    const blob = join(work, 'sea.blob');
-    const config = { main: mainFile, output: blob, disableExperimentalSEAWarning: true, useSnapshot: false, useCodeCache: codeCache, assets };
-    writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
-    run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], work);
-
-    // 4. a copy of this node with the blob injected; renamed into place only when done
-    const tmpOut = `${out}.${process.pid}.tmp`;
-    copyFileSync(process.execPath, tmpOut);
-    chmodSync(tmpOut, 0o755);
-    const postject = join(dirname(require.resolve('postject')), 'cli.js');
-    try {
-      run(process.execPath, [postject, tmpOut, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL_FUSE], work);
-      renameSync(tmpOut, out);
-    } catch (err) {
-      rmSync(tmpOut, { force: true });
-      throw err;
-    }
+    makeSea({ main: mainFile, out, assets, codeCache, work });
     const report: BuildReport = {
       out, bytes: statSync(out).size, bundleBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
     };
