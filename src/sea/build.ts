@@ -1,6 +1,9 @@
 // `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
 // (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
-//   1. dist/sea/entry.js → one CJS file (a SEA main must be CJS), every lazily imported command included;
+//   1. dist/sea/entry.js → the SEA main, one small CJS file (a SEA main must be CJS): cli/main.ts and what `verify`
+//      runs; every other dynamic import of ours becomes importRest() (src/sea/rest.ts);
+//   1b. those dynamically imported modules, every lazily imported command within included → a second CJS file, an
+//      asset, with a V8 code cache made here for it (another asset);
 //   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
 //   3. those, the manifest and better-sqlite3's addon → a blob (`node --experimental-sea-config`);
 //   4. the blob → a copy of this very node (the addon was built for it), with postject.
@@ -14,7 +17,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
+import { compileFunction } from 'node:vm';
+import { FAST_PATH } from '../build/cli-bundle.js';
 import { MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
+import { REST_ASSET, REST_CACHE_ASSET, REST_PARAMS } from './rest.js';
 
 const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url))); // dist/sea/build.js → the repo
@@ -34,6 +40,7 @@ export interface BuildReport {
   out: string;
   bytes: number;
   bundleBytes: number;
+  restBytes: number;
   tui: string[];
   codeCache: boolean;
   ms: number;
@@ -107,8 +114,11 @@ const DYNAMIC_IMPORT = /\bimport\(\s*(['"])(\.{1,2}\/[^'"]+)\1\s*\)/g;
 /**
  * Our modules, as esbuild loads them. Outside dist/tui, `import('…/tui/x.js')` becomes `importTui('x.js')` (src/sea/tui.ts) and x.js becomes an ESM
  * entry of its own: ink cannot live in the CJS bundle. Static imports of dist/tui (ink-free helpers) stay bundled.
+ * With `rest` (the SEA main), `import('…/x.js')` of any other module of ours outside FAST_PATH becomes
+ * `importRest('<x.js under dist>')` (src/sea/rest.ts), and the key is added to `rest`.
  */
-function ourModules(entries: Set<string>): Plugin {
+function ourModules(entries: Set<string>, rest?: Set<string>): Plugin {
+  const fast = new Set(FAST_PATH.map((p) => join(DIST, p)));
   return {
     name: 'node-svc-our-modules',
     setup(b) {
@@ -117,18 +127,28 @@ function ourModules(entries: Set<string>): Plugin {
         const source = readFileSync(a.path, 'utf8');
         if (RUN_AS_SCRIPT.test(source))
           return { errors: [{ text: `${relative(ROOT, a.path)} runs its script part when import.meta.url is process.argv[1], which in the binary is always true: keep script modules out of the CLI's imports` }] };
-        let hits = 0;
+        let tuiHits = 0;
+        let restHits = 0;
         const contents = source.replace(DYNAMIC_IMPORT, (all, _q: string, spec: string) => {
           const target = resolve(dirname(a.path), spec);
-          if (!target.startsWith(TUI_DIR)) return all;
-          const entry = relative(TUI_DIR, target).split(sep).join('/');
-          entries.add(entry);
-          hits++;
-          return `__nodeSvcImportTui(${JSON.stringify(entry)})`;
+          if (target.startsWith(TUI_DIR)) {
+            const entry = relative(TUI_DIR, target).split(sep).join('/');
+            entries.add(entry);
+            tuiHits++;
+            return `__nodeSvcImportTui(${JSON.stringify(entry)})`;
+          }
+          if (!rest || fast.has(target) || !isOurs(target)) return all;
+          const key = relative(DIST, target).split(sep).join('/');
+          rest.add(key);
+          restHits++;
+          return `__nodeSvcImportRest(${JSON.stringify(key)})`;
         });
-        if (!hits) return undefined;
-        const helper = JSON.stringify(join(SEA_DIR, 'tui.js'));
-        return { contents: `import { importTui as __nodeSvcImportTui } from ${helper};\n${contents}`, loader: 'js', resolveDir: dirname(a.path) };
+        if (!tuiHits && !restHits) return undefined;
+        const helpers = [
+          tuiHits ? `import { importTui as __nodeSvcImportTui } from ${JSON.stringify(join(SEA_DIR, 'tui.js'))};` : '',
+          restHits ? `import { importRest as __nodeSvcImportRest } from ${JSON.stringify(join(SEA_DIR, 'rest.js'))};` : '',
+        ].join('');
+        return { contents: `${helpers}\n${contents}`, loader: 'js', resolveDir: dirname(a.path) };
       });
     },
   };
@@ -196,27 +216,52 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   }
   const work = mkdtempSync(join(tmpdir(), 'node-svc-sea-'));
   try {
-    // 1. the CLI, one CJS file
+    // 1. the SEA main: the CLI as far as `verify` goes, one CJS file
     const tuiEntries = new Set<string>();
+    const restKeys = new Set<string>();
     const mainFile = join(work, 'main.cjs');
-    const main = await build({
+    const CJS = {
       ...COMMON,
-      entryPoints: [join(DIST, 'sea', 'entry.js')],
-      outfile: mainFile,
       format: 'cjs',
       // import() of a bundled module becomes require(): nothing is left for the SEA's dynamic import support.
       supported: { 'dynamic-import': false },
-      // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself.
+      // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself (rest.ts passes it on).
       define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
       banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-      plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries)],
-    });
+    } as const;
+    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'entry.js')], outfile: mainFile, plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries, restKeys)] });
     checkWarnings('CLI bundle', main, log);
     checkExternals('CLI bundle', main);
     const bundleBytes = statSync(mainFile).size;
 
-    // 2. the TUI, one ESM file per lazily imported entry
+    // 1b. the rest: the modules main imports through importRest(), each answering `modules[key]()`
     const assets: Record<string, string> = {};
+    const restFile = join(work, REST_ASSET);
+    const rest = await build({
+      ...CJS,
+      stdin: {
+        contents: `export const modules = {\n${[...restKeys].map((k) => `  ${JSON.stringify(k)}: () => import(${JSON.stringify(`./${k}`)}),`).join('\n')}\n};\n`,
+        resolveDir: DIST,
+        sourcefile: 'sea-rest.js',
+        loader: 'js',
+      },
+      outfile: restFile,
+      plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries)],
+    });
+    checkWarnings('CLI rest bundle', rest, log);
+    checkExternals('CLI rest bundle', rest);
+    const restBytes = statSync(restFile).size;
+    assets[REST_ASSET] = restFile;
+    if (codeCache) {
+      // Made by this node, the very binary the blob goes into: V8 accepts it there (rest.ts compiles without it if not).
+      const cacheFile = join(work, REST_CACHE_ASSET);
+      const fn = compileFunction(readFileSync(restFile, 'utf8'), REST_PARAMS, { filename: REST_ASSET, produceCachedData: true }) as { cachedData?: Buffer };
+      if (!fn.cachedData) throw new Error('CLI rest bundle: V8 made no code cache');
+      writeFileSync(cacheFile, fn.cachedData);
+      assets[REST_CACHE_ASSET] = cacheFile;
+    }
+
+    // 2. the TUI, one ESM file per lazily imported entry
     const tui: Record<string, EmbeddedFile> = {};
     if (tuiEntries.size) {
       const ui = await build({
@@ -256,9 +301,9 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     assets[manifest.sqlite.asset] = addon;
     makeSea({ main: mainFile, out, assets, codeCache, work });
     const report: BuildReport = {
-      out, bytes: statSync(out).size, bundleBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
+      out, bytes: statSync(out).size, bundleBytes, restBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
     };
-    log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB` +
+    log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB + ${(restBytes / 1e6).toFixed(2)} MB on demand` +
       `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
     return report;
   } finally {
