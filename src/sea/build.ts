@@ -1,7 +1,8 @@
 // `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
 // (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
-//   1. dist/sea/entry.js → the SEA main, one small CJS file (a SEA main must be CJS): cli/main.ts and what `verify`
-//      runs; every other dynamic import of ours becomes importRest() (src/sea/rest.ts);
+//   1. dist/sea/entry.js → one small CJS file, an asset: cli/main.ts and what `verify` runs; every other dynamic
+//      import of ours becomes importRest() (src/sea/rest.ts); with a V8 code cache of every function (another asset),
+//      run by the SEA main, dist/sea/start.js, a stub (a SEA main must be CJS);
 //   1b. those dynamically imported modules, every lazily imported command within included → a second CJS file, an
 //      asset, with a V8 code cache made here for it (another asset);
 //   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
@@ -18,8 +19,8 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { compileFunction } from 'node:vm';
-import { FAST_PATH } from '../build/cli-bundle.js';
-import { MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
+import { codeCache as fullCodeCache, FAST_PATH } from '../build/cli-bundle.js';
+import { CLI_ASSET, CLI_CACHE_ASSET, MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
 import { REST_ASSET, REST_CACHE_ASSET, REST_PARAMS } from './rest.js';
 
 const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
@@ -216,9 +217,10 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   }
   const work = mkdtempSync(join(tmpdir(), 'node-svc-sea-'));
   try {
-    // 1. the SEA main: the CLI as far as `verify` goes, one CJS file
+    // 1. the CLI as far as `verify` goes, one CJS file; and the SEA main, the stub that runs it
     const tuiEntries = new Set<string>();
     const restKeys = new Set<string>();
+    const cliFile = join(work, CLI_ASSET);
     const mainFile = join(work, 'main.cjs');
     const CJS = {
       ...COMMON,
@@ -229,13 +231,23 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
       define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
       banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
     } as const;
-    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'entry.js')], outfile: mainFile, plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries, restKeys)] });
-    checkWarnings('CLI bundle', main, log);
-    checkExternals('CLI bundle', main);
-    const bundleBytes = statSync(mainFile).size;
+    const cli = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'entry.js')], outfile: cliFile, plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries, restKeys)] });
+    checkWarnings('CLI bundle', cli, log);
+    checkExternals('CLI bundle', cli);
+    const bundleBytes = statSync(cliFile).size;
+    const assets: Record<string, string> = { [CLI_ASSET]: cliFile };
+    if (codeCache) {
+      const data = fullCodeCache(readFileSync(cliFile, 'utf8'), CLI_ASSET);
+      if (data) {
+        writeFileSync(join(work, CLI_CACHE_ASSET), data);
+        assets[CLI_CACHE_ASSET] = join(work, CLI_CACHE_ASSET);
+      } else log(`CLI bundle: this node refused its own code cache; the binary compiles the CLI at every start`);
+    }
+    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'start.js')], outfile: mainFile, banner: {} });
+    checkWarnings('SEA main', main, log);
+    checkExternals('SEA main', main);
 
-    // 1b. the rest: the modules main imports through importRest(), each answering `modules[key]()`
-    const assets: Record<string, string> = {};
+    // 1b. the rest: the modules the CLI imports through importRest(), each answering `modules[key]()`
     const restFile = join(work, REST_ASSET);
     const rest = await build({
       ...CJS,
