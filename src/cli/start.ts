@@ -20,11 +20,11 @@ export const wrapCjs = (source: string): string => `(function (exports, require,
 /** Compile `source` as `filename` (with `cachedData` when there is one) and run it as a CommonJS module. */
 export function runCjs(
   source: string, filename: string, dirname: string, cachedData: Uint8Array | undefined, require: NodeJS.Require, importer: (specifier: string) => Promise<unknown>,
-): { rejected: boolean } {
+): { exports: unknown; rejected: boolean } {
   const script = new Script(wrapCjs(source), { filename, ...(cachedData ? { cachedData } : {}) });
   const module = { exports: {} };
   (script.runInThisContext() as (...args: unknown[]) => void)(module.exports, require, module, filename, dirname, importer);
-  return { rejected: !!cachedData && script.cachedDataRejected === true };
+  return { exports: module.exports, rejected: !!cachedData && script.cachedDataRejected === true };
 }
 
 export function start(dir: string): void {

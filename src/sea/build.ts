@@ -1,14 +1,17 @@
 // `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
 // (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
-//   1. dist/sea/entry.js → one small CJS file, an asset: cli/main.ts and what `verify` runs; every other dynamic
-//      import of ours becomes importRest() (src/sea/rest.ts); with a V8 code cache of every function (another asset),
-//      run by the SEA main, dist/sea/start.js, a stub (a SEA main must be CJS);
+//   1. dist/sea/entry.js → one small CJS file: cli/main.ts and what `verify` runs; every other dynamic import of ours
+//      becomes importRest() (src/sea/rest.ts). The SEA main (a SEA main must be CJS) is dist/sea/snapshot.js, which
+//      node runs when it makes the blob: it compiles that file with every function and initializes verify's modules,
+//      and the binary starts from that heap (a startup snapshot). With --no-snapshot, the file is an asset with a V8
+//      code cache of every function (another asset), run by the stub dist/sea/start.js;
 //   1b. those dynamically imported modules, every lazily imported command within included → a second CJS file, an
 //      asset, with a V8 code cache made here for it (another asset);
 //   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
 //   3. those, the manifest and better-sqlite3's addon → a blob (`node --experimental-sea-config`);
 //   4. the blob → a copy of this very node (the addon was built for it), with postject.
-// Options: --out <file> (default dist/node-svc), --no-code-cache, --keep (keep and print the work dir).
+// Options: --out <file> (default dist/node-svc), --no-snapshot (the CLI as an asset run by a stub, with its code
+// cache), --no-code-cache, --keep (keep and print the work dir).
 import { build, type BuildResult, type Plugin } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -33,6 +36,8 @@ const require = createRequire(import.meta.url);
 export interface BuildOptions {
   out?: string;
   codeCache?: boolean;
+  /** A startup snapshot holding the CLI compiled and verify's modules initialized (snapshot.ts); else start.ts. */
+  snapshot?: boolean;
   keep?: boolean;
   log?: (line: string) => void;
 }
@@ -44,6 +49,7 @@ export interface BuildReport {
   restBytes: number;
   tui: string[];
   codeCache: boolean;
+  snapshot: boolean;
   ms: number;
 }
 
@@ -176,8 +182,8 @@ function checkExternals(what: string, r: BuildResult, allowed: string[] = []) {
   if (left.size) throw new Error(`${what}: imports left for run time, which the binary cannot satisfy: ${[...left].join(', ')}`);
 }
 
-function run(cmd: string, args: string[], cwd: string) {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+function run(cmd: string, args: string[], cwd: string, env?: NodeJS.ProcessEnv) {
+  const r = spawnSync(cmd, args, { cwd, env: env ?? process.env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`${[cmd, ...args].join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${r.stdout}${r.stderr}`);
   return r;
 }
@@ -187,11 +193,13 @@ function run(cmd: string, args: string[], cwd: string) {
  * of this very node; renamed into place only when done. `work` holds the blob and its config. bench/cli-start also
  * makes its baseline with it: an empty main, the same node and machinery.
  */
-export function makeSea(o: { main: string; out: string; work: string; assets?: Record<string, string>; codeCache?: boolean; snapshot?: boolean }): void {
+export function makeSea(o: {
+  main: string; out: string; work: string; assets?: Record<string, string>; codeCache?: boolean; snapshot?: boolean; env?: NodeJS.ProcessEnv;
+}): void {
   const blob = join(o.work, 'sea.blob');
   const config = { main: o.main, output: blob, disableExperimentalSEAWarning: true, useSnapshot: !!o.snapshot, useCodeCache: !!o.codeCache, assets: o.assets ?? {} };
   writeFileSync(join(o.work, 'sea-config.json'), JSON.stringify(config, null, 2));
-  run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], o.work);
+  run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], o.work, o.env);
   const tmpOut = `${o.out}.${process.pid}.tmp`;
   copyFileSync(process.execPath, tmpOut);
   chmodSync(tmpOut, 0o755);
@@ -210,6 +218,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const out = resolve(opts.out ?? join(DIST, 'node-svc'));
   const codeCache = opts.codeCache ?? true;
+  const snapshot = opts.snapshot ?? true;
   try {
     statSync(join(DIST, 'sea', 'entry.js'));
   } catch {
@@ -235,15 +244,18 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     checkWarnings('CLI bundle', cli, log);
     checkExternals('CLI bundle', cli);
     const bundleBytes = statSync(cliFile).size;
-    const assets: Record<string, string> = { [CLI_ASSET]: cliFile };
-    if (codeCache) {
-      const data = fullCodeCache(readFileSync(cliFile, 'utf8'), CLI_ASSET);
+    // With the snapshot, the CLI is in the snapshot's heap (snapshot.ts reads cliFile when node builds it); without,
+    // it is an asset that the stub start.ts runs, with its code cache.
+    const assets: Record<string, string> = {};
+    if (!snapshot) {
+      assets[CLI_ASSET] = cliFile;
+      const data = codeCache ? fullCodeCache(readFileSync(cliFile, 'utf8'), CLI_ASSET) : undefined;
       if (data) {
         writeFileSync(join(work, CLI_CACHE_ASSET), data);
         assets[CLI_CACHE_ASSET] = join(work, CLI_CACHE_ASSET);
-      } else log(`CLI bundle: this node refused its own code cache; the binary compiles the CLI at every start`);
+      } else if (codeCache) log(`CLI bundle: this node refused its own code cache; the binary compiles the CLI at every start`);
     }
-    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'start.js')], outfile: mainFile, banner: {} });
+    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', snapshot ? 'snapshot.js' : 'start.js')], outfile: mainFile, banner: {} });
     checkWarnings('SEA main', main, log);
     checkExternals('SEA main', main);
 
@@ -311,12 +323,14 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     writeFileSync(join(work, MANIFEST_ASSET), JSON.stringify(manifest));
     assets[MANIFEST_ASSET] = join(work, MANIFEST_ASSET);
     assets[manifest.sqlite.asset] = addon;
-    makeSea({ main: mainFile, out, assets, codeCache, work });
+    // NODE_SVC_SEA_CLI: what snapshot.ts compiles; nothing of the building machine's own node-svc settings.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_') && k !== 'NODE_OPTIONS'));
+    makeSea({ main: mainFile, out, assets, codeCache: codeCache && !snapshot, snapshot, work, env: { ...env, NODE_SVC_SEA_CLI: cliFile } });
     const report: BuildReport = {
-      out, bytes: statSync(out).size, bundleBytes, restBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
+      out, bytes: statSync(out).size, bundleBytes, restBytes, tui: [...tuiEntries], codeCache, snapshot, ms: Math.round(performance.now() - t0),
     };
     log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB + ${(restBytes / 1e6).toFixed(2)} MB on demand` +
-      `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
+      `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}, startup snapshot ${snapshot ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
     return report;
   } finally {
     if (opts.keep) log(`work dir kept: ${work}`);
@@ -325,8 +339,8 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, keep: { type: 'boolean' } } });
-  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], keep: values.keep }).catch((err: unknown) => {
+  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, 'no-snapshot': { type: 'boolean' }, keep: { type: 'boolean' } } });
+  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], snapshot: !values['no-snapshot'], keep: values.keep }).catch((err: unknown) => {
     process.stderr.write(`build:binary failed: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   });

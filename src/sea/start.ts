@@ -1,4 +1,4 @@
-// The single binary's SEA main (DESIGN §12): a stub that runs the CLI bundle (entry.ts and what it imports up to `verify`,
+// The single binary's SEA main when built with --no-snapshot (DESIGN §12; snapshot.ts otherwise): a stub that runs the CLI bundle (entry.ts and what it imports up to `verify`,
 // an asset) with the V8 code cache build.ts made for it, every function compiled: a verify start parses and compiles
 // none of the CLI's code (bench/cli-start). node's own SEA code cache covers only what V8 compiles eagerly.
 // V8 refuses a cache of another node or source; the bundle then compiles like any script.
@@ -15,5 +15,6 @@ try {
   // built with --no-code-cache
 }
 // The bundle requires builtins only (build.ts checks) and has no import() left (importRest, importTui instead).
-runCjs(sea.getAsset(CLI_ASSET, 'utf8'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, createRequire(process.execPath),
+const { exports } = runCjs(sea.getAsset(CLI_ASSET, 'utf8'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, createRequire(process.execPath),
   (specifier) => Promise.reject(new Error(`import(${specifier}) inside the node-svc binary`)));
+void (exports as { run(): Promise<unknown> }).run();
