@@ -1,15 +1,43 @@
 // The one place that exits (changesets/wrangler habit): commands throw typed errors, this maps them to exit codes.
-import { EXIT, NodeSvcError } from '../domain/errors.js';
-import { FORMATS, outputFormat, render, renderError, type CommandResult, type Format } from './output.js';
+import { writeSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { EXIT, isNodeSvcError, NodeSvcError } from '../domain/errors.js';
+import { FORMATS, isTerminal, outputFormat, render, renderError, type CommandResult, type Format } from './output.js';
 
 process.umask(0o077); // data dir 0700, database and its WAL files 0600
 
-// A reader that went away (`node-svc streams list --all | head -1`) is not a failure: stop quietly with 0.
-for (const s of [process.stdout, process.stderr])
-  s.on('error', (err: NodeJS.ErrnoException) => {
-    if (err.code === 'EPIPE') process.exit(0);
-    throw err;
-  });
+/**
+ * process.stdout and process.stderr, created on first use (a pipe's stream costs a verify start a few ms: bench/cli-start),
+ * with a reader that went away (`node-svc streams list --all | head -1`) ending the run quietly with 0.
+ */
+let guarded = false;
+function stdio(): NodeJS.Process {
+  if (!guarded) {
+    guarded = true;
+    for (const s of [process.stdout, process.stderr])
+      s.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code === 'EPIPE') process.exit(0);
+        throw err;
+      });
+  }
+  return process;
+}
+
+/** All of `text` to fd 1 without creating process.stdout; EPIPE as above; a full non-blocking pipe gets the stream. */
+function writeOut(text: string): void {
+  const buf = Buffer.from(text);
+  for (let off = 0; off < buf.length;) {
+    try {
+      off += writeSync(1, buf, off);
+    } catch (err) {
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'EPIPE') process.exit(0);
+      if (code !== 'EAGAIN') throw err;
+      stdio().stdout.write(buf.subarray(off));
+      return;
+    }
+  }
+}
 
 const argv = process.argv.slice(2);
 const explicitJson = argv.includes('--json');
@@ -19,8 +47,8 @@ const formatArg = ((): string | undefined => {
   return argv[i]!.includes('=') ? argv[i]!.slice('--format='.length) : argv[i + 1];
 })();
 const format = FORMATS.includes(formatArg as Format) ? (formatArg as Format) : undefined;
-const jsonFlag = format ? format !== 'table' : explicitJson || !process.stdout.isTTY;
-const print = (r: CommandResult) => process.stdout.write(render(r, outputFormat(r, { format, json: jsonFlag, explicitJson })));
+const jsonFlag = format ? format !== 'table' : explicitJson || !isTerminal(1);
+const text = (r: CommandResult) => render(r, outputFormat(r, { format, json: jsonFlag, explicitJson }));
 
 /**
  * `verify` is what scripts call on every credential: parsed with node's own parseArgs so that commander
@@ -29,7 +57,6 @@ const print = (r: CommandResult) => process.stdout.write(render(r, outputFormat(
 async function fastVerify(): Promise<CommandResult | undefined> {
   const i = argv.indexOf('verify');
   if (i < 0 || argv.includes('--help') || argv.includes('-h')) return undefined;
-  const { parseArgs } = await import('node:util');
   let parsed;
   try {
     parsed = parseArgs({
@@ -57,10 +84,11 @@ async function main(): Promise<number> {
   if (argv[0] === 'verify' || (argv.includes('verify') && argv[0]?.startsWith('--'))) {
     const fast = await fastVerify();
     if (fast) {
-      print(fast);
+      writeOut(text(fast));
       return fast.exitCode ?? EXIT.ok;
     }
   }
+  stdio();
   let result: CommandResult | undefined;
   const { buildProgram } = await import('./program.js');
   const program = buildProgram((r) => { result = r; }, jsonFlag);
@@ -75,20 +103,21 @@ async function main(): Promise<number> {
     throw err;
   }
   if (!result) return EXIT.ok;
-  if (result.data !== undefined) print(result);
+  if (result.data !== undefined) process.stdout.write(text(result));
   return result.exitCode ?? EXIT.ok;
 }
 
 main().then(
   (code) => { process.exitCode = code; },
   (err: unknown) => {
-    if (err instanceof NodeSvcError) {
-      process.stderr.write(renderError(err, jsonFlag));
+    // isNodeSvcError, not instanceof: other commands run on modules that carry their own copy of the class.
+    if (isNodeSvcError(err)) {
+      stdio().stderr.write(renderError(err, jsonFlag));
       process.exitCode = err.exitCode;
     } else {
       // Not ours: say so without a stack trace (which could carry a secret-bearing argument).
       const e = new NodeSvcError('internal', `unexpected error: ${err instanceof Error ? err.message : String(err)}`);
-      process.stderr.write(renderError(e, jsonFlag));
+      stdio().stderr.write(renderError(e, jsonFlag));
       process.exitCode = EXIT.other;
     }
   },

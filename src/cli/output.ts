@@ -1,3 +1,5 @@
+import { fstatSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { NodeSvcError } from '../domain/errors.js';
 import { escapeControl, escapeControlKeepLines, redactUrls } from '../domain/text.js';
 
@@ -28,7 +30,20 @@ export interface GlobalOptions {
 }
 
 /** JSON when stdout is not a TTY or with --json; tables and sentences on a TTY. */
-export const jsonMode = (opts: GlobalOptions): boolean => !!opts.json || !process.stdout.isTTY;
+/**
+ * Is `fd` a terminal? Asked without process.stdout.isTTY or node:tty, which load node:net and the stream modules (a few
+ * ms of every verify start, bench/cli-start): only a character device can be a terminal, so fstat answers most cases.
+ */
+export function isTerminal(fd: number): boolean {
+  try {
+    if (!fstatSync(fd).isCharacterDevice()) return false;
+  } catch {
+    return false; // closed
+  }
+  return (createRequire(import.meta.url)('node:tty') as typeof import('node:tty')).isatty(fd);
+}
+
+export const jsonMode = (opts: GlobalOptions): boolean => !!opts.json || !isTerminal(1);
 
 /**
  * How a result is printed: `--format` wins, then --json, then JSON when stdout is not a terminal
@@ -47,7 +62,7 @@ const redacting = (_k: string, v: unknown) => (typeof v === 'string' ? redactUrl
 export function render(result: CommandResult, json: boolean | Format): string {
   const f: Format = json === true ? 'json' : json === false ? 'table' : json;
   if (f === 'jsonl') return (result.rows ?? [result.data]).map((r) => `${JSON.stringify(r, redacting)}\n`).join('');
-  if (f === 'json') return `${JSON.stringify(result.data, redacting, process.stdout.isTTY ? 2 : 0)}\n`;
+  if (f === 'json') return `${JSON.stringify(result.data, redacting, isTerminal(1) ? 2 : 0)}\n`;
   // Whatever is in the store reaches a terminal only escaped, and URLs without their query or userinfo.
   const human = humanSafe(result.human);
   return human.endsWith('\n') ? human : `${human}\n`;

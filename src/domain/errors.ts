@@ -20,7 +20,12 @@ export type ErrorCode =
 /** CLI exit codes (DESIGN §11): 0 ok, 1 negative answer, 2 usage, 3 not found, 4 other. */
 export const EXIT = { ok: 0, negative: 1, usage: 2, notFound: 3, other: 4 } as const;
 
+// On every instance, so an error made by another copy of this module is still recognised (isNodeSvcError): the CLI's
+// verify bundle (dist/cli/node-svc.cjs) carries its own copy, and the modules it hands every other command to theirs.
+const BRAND = Symbol.for('node-svc.error');
+
 export class NodeSvcError extends Error {
+  readonly [BRAND] = true;
   readonly code: ErrorCode;
   readonly status: number;
   readonly exitCode: number;
@@ -42,6 +47,10 @@ export class NodeSvcError extends Error {
     this.extra = opts.extra ?? {};
   }
 }
+
+/** A NodeSvcError from any copy of this module (`instanceof` only knows its own copy's class). */
+export const isNodeSvcError = (err: unknown): err is NodeSvcError =>
+  typeof err === 'object' && err !== null && (err as { [BRAND]?: unknown })[BRAND] === true;
 
 export const usageError = (message: string, hint?: string) =>
   new NodeSvcError('usage', message, { status: 400, exitCode: EXIT.usage, ...(hint ? { hint } : {}) });

@@ -1,10 +1,17 @@
 // `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
 // (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
-//   1. dist/sea/entry.js → one CJS file (a SEA main must be CJS), every lazily imported command included;
+//   1. dist/sea/entry.js → one small CJS file: cli/main.ts and what `verify` runs; every other dynamic import of ours
+//      becomes importRest() (src/sea/rest.ts). The SEA main (a SEA main must be CJS) is dist/sea/snapshot.js, which
+//      node runs when it makes the blob: it compiles that file with every function and initializes verify's modules,
+//      and the binary starts from that heap (a startup snapshot). With --no-snapshot, the file is an asset with a V8
+//      code cache of every function (another asset), run by the stub dist/sea/start.js;
+//   1b. those dynamically imported modules, every lazily imported command within included → a second CJS file, an
+//      asset, with a V8 code cache made here for it (another asset);
 //   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
 //   3. those, the manifest and better-sqlite3's addon → a blob (`node --experimental-sea-config`);
 //   4. the blob → a copy of this very node (the addon was built for it), with postject.
-// Options: --out <file> (default dist/node-svc), --no-code-cache, --keep (keep and print the work dir).
+// Options: --out <file> (default dist/node-svc), --no-snapshot (the CLI as an asset run by a stub, with its code
+// cache), --no-code-cache, --keep (keep and print the work dir).
 import { build, type BuildResult, type Plugin } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -14,7 +21,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
-import { MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
+import { compileFunction } from 'node:vm';
+import { codeCache as fullCodeCache, FAST_PATH } from '../build/cli-bundle.js';
+import { CLI_ASSET, CLI_CACHE_ASSET, MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
+import { REST_ASSET, REST_CACHE_ASSET, REST_PARAMS } from './rest.js';
 
 const SENTINEL_FUSE = 'NODE_SEA_FUSE_fce680ab2cc467b6e072b8b5df1996b2';
 const ROOT = resolve(fileURLToPath(new URL('../..', import.meta.url))); // dist/sea/build.js → the repo
@@ -26,6 +36,8 @@ const require = createRequire(import.meta.url);
 export interface BuildOptions {
   out?: string;
   codeCache?: boolean;
+  /** A startup snapshot holding the CLI compiled and verify's modules initialized (snapshot.ts); else start.ts. */
+  snapshot?: boolean;
   keep?: boolean;
   log?: (line: string) => void;
 }
@@ -34,8 +46,10 @@ export interface BuildReport {
   out: string;
   bytes: number;
   bundleBytes: number;
+  restBytes: number;
   tui: string[];
   codeCache: boolean;
+  snapshot: boolean;
   ms: number;
 }
 
@@ -107,8 +121,11 @@ const DYNAMIC_IMPORT = /\bimport\(\s*(['"])(\.{1,2}\/[^'"]+)\1\s*\)/g;
 /**
  * Our modules, as esbuild loads them. Outside dist/tui, `import('…/tui/x.js')` becomes `importTui('x.js')` (src/sea/tui.ts) and x.js becomes an ESM
  * entry of its own: ink cannot live in the CJS bundle. Static imports of dist/tui (ink-free helpers) stay bundled.
+ * With `rest` (the SEA main), `import('…/x.js')` of any other module of ours outside FAST_PATH becomes
+ * `importRest('<x.js under dist>')` (src/sea/rest.ts), and the key is added to `rest`.
  */
-function ourModules(entries: Set<string>): Plugin {
+function ourModules(entries: Set<string>, rest?: Set<string>): Plugin {
+  const fast = new Set(FAST_PATH.map((p) => join(DIST, p)));
   return {
     name: 'node-svc-our-modules',
     setup(b) {
@@ -117,18 +134,28 @@ function ourModules(entries: Set<string>): Plugin {
         const source = readFileSync(a.path, 'utf8');
         if (RUN_AS_SCRIPT.test(source))
           return { errors: [{ text: `${relative(ROOT, a.path)} runs its script part when import.meta.url is process.argv[1], which in the binary is always true: keep script modules out of the CLI's imports` }] };
-        let hits = 0;
+        let tuiHits = 0;
+        let restHits = 0;
         const contents = source.replace(DYNAMIC_IMPORT, (all, _q: string, spec: string) => {
           const target = resolve(dirname(a.path), spec);
-          if (!target.startsWith(TUI_DIR)) return all;
-          const entry = relative(TUI_DIR, target).split(sep).join('/');
-          entries.add(entry);
-          hits++;
-          return `__nodeSvcImportTui(${JSON.stringify(entry)})`;
+          if (target.startsWith(TUI_DIR)) {
+            const entry = relative(TUI_DIR, target).split(sep).join('/');
+            entries.add(entry);
+            tuiHits++;
+            return `__nodeSvcImportTui(${JSON.stringify(entry)})`;
+          }
+          if (!rest || fast.has(target) || !isOurs(target)) return all;
+          const key = relative(DIST, target).split(sep).join('/');
+          rest.add(key);
+          restHits++;
+          return `__nodeSvcImportRest(${JSON.stringify(key)})`;
         });
-        if (!hits) return undefined;
-        const helper = JSON.stringify(join(SEA_DIR, 'tui.js'));
-        return { contents: `import { importTui as __nodeSvcImportTui } from ${helper};\n${contents}`, loader: 'js', resolveDir: dirname(a.path) };
+        if (!tuiHits && !restHits) return undefined;
+        const helpers = [
+          tuiHits ? `import { importTui as __nodeSvcImportTui } from ${JSON.stringify(join(SEA_DIR, 'tui.js'))};` : '',
+          restHits ? `import { importRest as __nodeSvcImportRest } from ${JSON.stringify(join(SEA_DIR, 'rest.js'))};` : '',
+        ].join('');
+        return { contents: `${helpers}\n${contents}`, loader: 'js', resolveDir: dirname(a.path) };
       });
     },
   };
@@ -155,10 +182,35 @@ function checkExternals(what: string, r: BuildResult, allowed: string[] = []) {
   if (left.size) throw new Error(`${what}: imports left for run time, which the binary cannot satisfy: ${[...left].join(', ')}`);
 }
 
-function run(cmd: string, args: string[], cwd: string) {
-  const r = spawnSync(cmd, args, { cwd, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
+function run(cmd: string, args: string[], cwd: string, env?: NodeJS.ProcessEnv) {
+  const r = spawnSync(cmd, args, { cwd, env: env ?? process.env, encoding: 'utf8', maxBuffer: 64 * 1024 * 1024 });
   if (r.status !== 0) throw new Error(`${[cmd, ...args].join(' ')} failed (${r.error?.message ?? `exit ${r.status}`}):\n${r.stdout}${r.stderr}`);
   return r;
+}
+
+/**
+ * A single executable of `main` (a CJS file) and `assets` at `out`: node's SEA blob, injected with postject into a copy
+ * of this very node; renamed into place only when done. `work` holds the blob and its config. bench/cli-start also
+ * makes its baseline with it: an empty main, the same node and machinery.
+ */
+export function makeSea(o: {
+  main: string; out: string; work: string; assets?: Record<string, string>; codeCache?: boolean; snapshot?: boolean; env?: NodeJS.ProcessEnv;
+}): void {
+  const blob = join(o.work, 'sea.blob');
+  const config = { main: o.main, output: blob, disableExperimentalSEAWarning: true, useSnapshot: !!o.snapshot, useCodeCache: !!o.codeCache, assets: o.assets ?? {} };
+  writeFileSync(join(o.work, 'sea-config.json'), JSON.stringify(config, null, 2));
+  run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], o.work, o.env);
+  const tmpOut = `${o.out}.${process.pid}.tmp`;
+  copyFileSync(process.execPath, tmpOut);
+  chmodSync(tmpOut, 0o755);
+  const postject = join(dirname(require.resolve('postject')), 'cli.js');
+  try {
+    run(process.execPath, [postject, tmpOut, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL_FUSE], o.work);
+    renameSync(tmpOut, o.out);
+  } catch (err) {
+    rmSync(tmpOut, { force: true });
+    throw err;
+  }
 }
 
 export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport> {
@@ -166,6 +218,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const out = resolve(opts.out ?? join(DIST, 'node-svc'));
   const codeCache = opts.codeCache ?? true;
+  const snapshot = opts.snapshot ?? true;
   try {
     statSync(join(DIST, 'sea', 'entry.js'));
   } catch {
@@ -173,27 +226,66 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   }
   const work = mkdtempSync(join(tmpdir(), 'node-svc-sea-'));
   try {
-    // 1. the CLI, one CJS file
+    // 1. the CLI as far as `verify` goes, one CJS file; and the SEA main, the stub that runs it
     const tuiEntries = new Set<string>();
+    const restKeys = new Set<string>();
+    const cliFile = join(work, CLI_ASSET);
     const mainFile = join(work, 'main.cjs');
-    const main = await build({
+    const CJS = {
       ...COMMON,
-      entryPoints: [join(DIST, 'sea', 'entry.js')],
-      outfile: mainFile,
       format: 'cjs',
       // import() of a bundled module becomes require(): nothing is left for the SEA's dynamic import support.
       supported: { 'dynamic-import': false },
-      // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself.
+      // createRequire(import.meta.url) and friends: in a SEA, __filename is the binary itself (rest.ts passes it on).
       define: { 'import.meta.url': '__nodeSvcImportMetaUrl' },
       banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+    } as const;
+    const cli = await build({ ...CJS, entryPoints: [join(DIST, 'sea', 'entry.js')], outfile: cliFile, plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries, restKeys)] });
+    checkWarnings('CLI bundle', cli, log);
+    checkExternals('CLI bundle', cli);
+    const bundleBytes = statSync(cliFile).size;
+    // With the snapshot, the CLI is in the snapshot's heap (snapshot.ts reads cliFile when node builds it); without,
+    // it is an asset that the stub start.ts runs, with its code cache.
+    const assets: Record<string, string> = {};
+    if (!snapshot) {
+      assets[CLI_ASSET] = cliFile;
+      const data = codeCache ? fullCodeCache(readFileSync(cliFile, 'utf8'), CLI_ASSET) : undefined;
+      if (data) {
+        writeFileSync(join(work, CLI_CACHE_ASSET), data);
+        assets[CLI_CACHE_ASSET] = join(work, CLI_CACHE_ASSET);
+      } else if (codeCache) log(`CLI bundle: this node refused its own code cache; the binary compiles the CLI at every start`);
+    }
+    const main = await build({ ...CJS, entryPoints: [join(DIST, 'sea', snapshot ? 'snapshot.js' : 'start.js')], outfile: mainFile, banner: {} });
+    checkWarnings('SEA main', main, log);
+    checkExternals('SEA main', main);
+
+    // 1b. the rest: the modules the CLI imports through importRest(), each answering `modules[key]()`
+    const restFile = join(work, REST_ASSET);
+    const rest = await build({
+      ...CJS,
+      stdin: {
+        contents: `export const modules = {\n${[...restKeys].map((k) => `  ${JSON.stringify(k)}: () => import(${JSON.stringify(`./${k}`)}),`).join('\n')}\n};\n`,
+        resolveDir: DIST,
+        sourcefile: 'sea-rest.js',
+        loader: 'js',
+      },
+      outfile: restFile,
       plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries)],
     });
-    checkWarnings('CLI bundle', main, log);
-    checkExternals('CLI bundle', main);
-    const bundleBytes = statSync(mainFile).size;
+    checkWarnings('CLI rest bundle', rest, log);
+    checkExternals('CLI rest bundle', rest);
+    const restBytes = statSync(restFile).size;
+    assets[REST_ASSET] = restFile;
+    if (codeCache) {
+      // Made by this node, the very binary the blob goes into: V8 accepts it there (rest.ts compiles without it if not).
+      const cacheFile = join(work, REST_CACHE_ASSET);
+      const fn = compileFunction(readFileSync(restFile, 'utf8'), REST_PARAMS, { filename: REST_ASSET, produceCachedData: true }) as { cachedData?: Buffer };
+      if (!fn.cachedData) throw new Error('CLI rest bundle: V8 made no code cache');
+      writeFileSync(cacheFile, fn.cachedData);
+      assets[REST_CACHE_ASSET] = cacheFile;
+    }
 
     // 2. the TUI, one ESM file per lazily imported entry
-    const assets: Record<string, string> = {};
     const tui: Record<string, EmbeddedFile> = {};
     if (tuiEntries.size) {
       const ui = await build({
@@ -219,7 +311,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
       }
     }
 
-    // 3. the blob
+    // 3. the blob, and 4. a copy of this node with it injected
     const addon = require.resolve(SQLITE_ADDON_ID);
     const addonBytes = readFileSync(addon);
     const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
@@ -231,28 +323,14 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     writeFileSync(join(work, MANIFEST_ASSET), JSON.stringify(manifest));
     assets[MANIFEST_ASSET] = join(work, MANIFEST_ASSET);
     assets[manifest.sqlite.asset] = addon;
-    const blob = join(work, 'sea.blob');
-    const config = { main: mainFile, output: blob, disableExperimentalSEAWarning: true, useSnapshot: false, useCodeCache: codeCache, assets };
-    writeFileSync(join(work, 'sea-config.json'), JSON.stringify(config, null, 2));
-    run(process.execPath, ['--experimental-sea-config', 'sea-config.json'], work);
-
-    // 4. a copy of this node with the blob injected; renamed into place only when done
-    const tmpOut = `${out}.${process.pid}.tmp`;
-    copyFileSync(process.execPath, tmpOut);
-    chmodSync(tmpOut, 0o755);
-    const postject = join(dirname(require.resolve('postject')), 'cli.js');
-    try {
-      run(process.execPath, [postject, tmpOut, 'NODE_SEA_BLOB', blob, '--sentinel-fuse', SENTINEL_FUSE], work);
-      renameSync(tmpOut, out);
-    } catch (err) {
-      rmSync(tmpOut, { force: true });
-      throw err;
-    }
+    // NODE_SVC_SEA_CLI: what snapshot.ts compiles; nothing of the building machine's own node-svc settings.
+    const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_') && k !== 'NODE_OPTIONS'));
+    makeSea({ main: mainFile, out, assets, codeCache: codeCache && !snapshot, snapshot, work, env: { ...env, NODE_SVC_SEA_CLI: cliFile } });
     const report: BuildReport = {
-      out, bytes: statSync(out).size, bundleBytes, tui: [...tuiEntries], codeCache, ms: Math.round(performance.now() - t0),
+      out, bytes: statSync(out).size, bundleBytes, restBytes, tui: [...tuiEntries], codeCache, snapshot, ms: Math.round(performance.now() - t0),
     };
-    log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB` +
-      `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
+    log(`${relative(process.cwd(), out) || out}: ${(report.bytes / 1e6).toFixed(1)} MB (node ${process.version}, CLI bundle ${(bundleBytes / 1e6).toFixed(2)} MB + ${(restBytes / 1e6).toFixed(2)} MB on demand` +
+      `, TUI ${report.tui.length ? report.tui.join(', ') : 'none'}, code cache ${codeCache ? 'on' : 'off'}, startup snapshot ${snapshot ? 'on' : 'off'}) in ${(report.ms / 1000).toFixed(1)} s`);
     return report;
   } finally {
     if (opts.keep) log(`work dir kept: ${work}`);
@@ -261,8 +339,8 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, keep: { type: 'boolean' } } });
-  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], keep: values.keep }).catch((err: unknown) => {
+  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, 'no-snapshot': { type: 'boolean' }, keep: { type: 'boolean' } } });
+  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], snapshot: !values['no-snapshot'], keep: values.keep }).catch((err: unknown) => {
     process.stderr.write(`build:binary failed: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   });

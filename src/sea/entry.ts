@@ -1,4 +1,9 @@
-// The single binary's main (DESIGN §12): build.ts bundles this into one CJS file that node's SEA runs.
+// The single binary's CLI (DESIGN §12): build.ts bundles this into one CJS file, which the binary's startup snapshot
+// holds already compiled and initialized (snapshot.ts), or which the SEA main stub runs (start.ts, --no-snapshot).
 // Nothing is extracted up front: the SQLite addon (sqlite.ts) and the TUI (tui.ts) are written to the cache dir
 // the first time a command needs them, so `--help` or `version` touch no disk.
-import '../cli/main.js';
+// verify's modules, initialized with this one: in the snapshot, when the binary is built (bench/cli-start).
+import '../cli/commands/verify.js';
+
+/** Run the CLI: cli/main.ts does when it is first imported. */
+export const run = (): Promise<unknown> => import('../cli/main.js');

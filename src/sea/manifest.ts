@@ -22,3 +22,7 @@ export interface SeaManifest {
 
 /** The module id better-sqlite3's addon resolves as (src/store/db.ts asks require.resolve for it). */
 export const SQLITE_ADDON_ID = 'better-sqlite3/build/Release/better_sqlite3.node';
+
+/** The CLI as far as `verify` goes (src/sea/start.ts runs it), and its V8 code cache. */
+export const CLI_ASSET = 'cli.cjs';
+export const CLI_CACHE_ASSET = 'cli.cjs.cache';

@@ -1,0 +1,20 @@
+// The single binary's SEA main when built with --no-snapshot (DESIGN §12; snapshot.ts otherwise): a stub that runs the CLI bundle (entry.ts and what it imports up to `verify`,
+// an asset) with the V8 code cache build.ts made for it, every function compiled: a verify start parses and compiles
+// none of the CLI's code (bench/cli-start). node's own SEA code cache covers only what V8 compiles eagerly.
+// V8 refuses a cache of another node or source; the bundle then compiles like any script.
+import { dirname } from 'node:path';
+import { createRequire } from 'node:module';
+import * as sea from 'node:sea';
+import { runCjs } from '../cli/start.js';
+import { CLI_ASSET, CLI_CACHE_ASSET } from './manifest.js';
+
+let cachedData: Uint8Array | undefined;
+try {
+  cachedData = new Uint8Array(sea.getAsset(CLI_CACHE_ASSET));
+} catch {
+  // built with --no-code-cache
+}
+// The bundle requires builtins only (build.ts checks) and has no import() left (importRest, importTui instead).
+const { exports } = runCjs(sea.getAsset(CLI_ASSET, 'utf8'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, createRequire(process.execPath),
+  (specifier) => Promise.reject(new Error(`import(${specifier}) inside the node-svc binary`)));
+void (exports as { run(): Promise<unknown> }).run();
