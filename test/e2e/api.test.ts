@@ -1,11 +1,10 @@
 // The node-facing /v1 API end to end: the real daemon (bin/node-svc daemon) on a free loopback port, a temp
 // data dir prepared through the real CLI, two nodes, real signatures (DESIGN §3–7, §10, seed §4–7).
 import { inspectStore, type Inspector } from '../helpers/inspect.js';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliFor, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
-import { clientOf, http, setupNodes, startDaemon, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
+import { clientOf, freePort, http, setupNodes, startDaemon, type HttpResult, type RunningDaemon } from '../helpers/daemon.js';
 import {
   ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher, type KeyPair,
 } from '../helpers/issuer.js';
@@ -115,14 +114,6 @@ function expectDecimalMoney(body: unknown, path = '$') {
 const eventsFor = (ref: string) =>
   (db.prepare('SELECT node_id, type, body FROM events WHERE external_ref = ? ORDER BY seq').all(ref) as { node_id: string; type: string; body: string }[])
     .map((e) => ({ node: e.node_id, type: e.type, ...JSON.parse(e.body) }));
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 // ---- tests ----
 

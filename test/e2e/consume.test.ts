@@ -1,12 +1,11 @@
 // `node-svc consume` end to end: the real daemon delivers signed events (made from signed control facts,
 // DESIGN §7) to the real consumer (a child process on a free 127.0.0.1 port, state in a temp SQLite file).
 import { spawn, type ChildProcess } from 'node:child_process';
-import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { serviceSignature } from '../../src/delivery/sign.js';
 import { BIN, json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
-import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
+import { clientOf, freePort, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, nowSeconds, signCompact, type KeyPair } from '../helpers/issuer.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -21,14 +20,6 @@ async function eventually<T>(fn: () => Promise<T | undefined | null | false>, wh
     if (Date.now() > end) throw new Error(`${what}: not reached within ${timeoutMs} ms (last: ${JSON.stringify(last)?.slice(0, 2000)})`);
     await sleep(100);
   }
-}
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
 }
 
 interface Consumer {

@@ -9,14 +9,13 @@
 // images stay, by name, for the next run. Skipped only outside CI on a machine without podman (.ci/run installs it).
 import { execFile, spawnSync } from 'node:child_process';
 import { copyFile, mkdtemp, rm, writeFile } from 'node:fs/promises';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ensureBinary } from '../helpers/binary.js';
 import { REPO_ROOT } from '../helpers/cli.js';
-import { http, type HttpResult } from '../helpers/daemon.js';
+import { freePort, http, type HttpResult } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, nowSeconds, publicJwks, signCompact, type KeyPair } from '../helpers/issuer.js';
 import { ack, startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver } from '../helpers/receiver.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -50,14 +49,6 @@ const tail = (s: string, n = 40) => s.trimEnd().split('\n').slice(-n).join('\n')
 
 /** podman prints its own complaints about the missing systemd (health check timers) on every run with a health check. */
 const quiet = (s: string) => s.split('\n').filter((l) => !l.includes('systemd connection')).join('\n');
-
-async function freePort(): Promise<number> {
-  const s = createServer();
-  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
-  const port = (s.address() as { port: number }).port;
-  await new Promise((r) => s.close(r));
-  return port;
-}
 
 describe.skipIf(!process.env.CI && !hasPodman)('the fleet in containers: PostgreSQL and two daemons (compose.yaml)', () => {
   const project = `nsvctest${randomBytes(4).toString('hex')}`;

@@ -1,5 +1,6 @@
 // Start the real daemon (bin/node-svc daemon) as a child process on a free loopback port, and talk HTTP to it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { BIN, cliFor, json, REPO_ROOT } from './cli.js';
 import { ISSUER, publicJwks, writeJwks, type KeyPair } from './issuer.js';
@@ -145,3 +146,12 @@ export const clientOf = (base: string, token: string) => ({
   get: <T = any>(path: string, o: Omit<RequestOptions, 'token'> = {}) => http<T>(base, path, { ...o, token }),
   post: <T = any>(path: string, body: unknown, o: Omit<RequestOptions, 'token' | 'body'> = {}) => http<T>(base, path, { ...o, token, body, method: 'POST' }),
 });
+
+/** A TCP port free on 127.0.0.1 now (taken and released), for a daemon or server a test starts on a port of its choosing. */
+export async function freePort(): Promise<number> {
+  const s = createServer();
+  await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+  const port = (s.address() as { port: number }).port;
+  await new Promise((r) => s.close(r));
+  return port;
+}
