@@ -10,7 +10,7 @@ import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import type { Sql, Store } from '../store/sql.js';
 import { onEventRecorded } from '../store/events.js';
-import { claimDue, nextDueWithRoom, recordAttempt, releaseStaleLeases, subscriptions, subscriptionsChanged, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
+import { claimDue, nextDueWithRoom, recordAttempts, releaseStaleLeases, subscriptions, subscriptionsChanged, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
 import { DEFAULT_RETRY_SCHEDULE_S, DISABLE_AFTER_FAILING_MS, parseRetryAfter, retryDelayMs } from './schedule.js';
 import { serviceSignature, standardSignature } from './sign.js';
 import { targetPolicy, type TargetPolicy } from './target.js';
@@ -213,7 +213,7 @@ export class DeliveryWorker {
     // whole batch); then each subscription's success/failure marks, folded over the group in order: one write per
     // subscription, not one per result (the last success, and the first failure after it: what the writes one by
     // one would leave), also issued together.
-    const recorded = await Promise.all(batch.map((r) => recordAttempt(tx, r)));
+    const recorded = await recordAttempts(tx, batch);
     const marks = new Map<string, { success: number | null; failingSince: number | null }>();
     const disable: Array<Promise<unknown>> = [];
     batch.forEach((r, i) => {

@@ -282,6 +282,26 @@ const isConnectionError = (err: unknown): boolean => {
 // ---------------------------------------------------------------------------------------------------------------
 // The store
 
+/** A write waiting for a connection: it runs in the next batch. */
+interface Waiting {
+  fn: (tx: Sql) => Promise<unknown>;
+  resolve(v: unknown): void;
+  reject(err: unknown): void;
+}
+/**
+ * Jobs in one batch at most. Each job's savepoint that writes is a subtransaction with an id of its own, and
+ * PostgreSQL keeps up to 64 of a transaction's in shared memory (past that, every snapshot of every session looks
+ * them up on disk): well below that.
+ */
+const BATCH_JOBS = 32;
+/** A deadlock or a serialization failure: the write runs again in a new transaction. */
+/** The database cannot be used on this connection (its error, or the 503 wrap() made of one). */
+const lostConnection = (err: unknown) => isConnectionError(err) || (err instanceof NodeSvcError && err.code === 'unavailable');
+const isRetryable = (err: unknown) => {
+  const code = (err as { code?: unknown })?.code;
+  return code === '40P01' || code === '40001';
+};
+
 interface Runner {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
 }
@@ -379,6 +399,10 @@ class PgStore implements PostgresStore {
   readonly #target: Target;
   readonly #pool: pg.Pool;
   readonly #writes = new Set<Promise<void>>();
+  /** write() transactions (or batches) under way, and the most at once: the pool's size. */
+  #running = 0;
+  readonly #maxRunning: number;
+  readonly #waiting: Waiting[] = [];
   #closed = false;
   readonly #readonly: boolean;
   #subscribers = new Set<(inv: Invalidation) => void>();
@@ -401,7 +425,7 @@ class PgStore implements PostgresStore {
     };
     this.#pool = new pg.Pool({
       ...session,
-      max: opts.poolSize ?? 10,
+      max: (this.#maxRunning = opts.poolSize ?? 10),
       idleTimeoutMillis: 30_000,
       // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
       // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
@@ -521,7 +545,9 @@ class PgStore implements PostgresStore {
   write<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(new NodeSvcError('store', 'the store is closed'));
     if (this.#readonly) return Promise.reject(new NodeSvcError('store', 'this store was opened read-only'));
-    const p = this.#runWrite(fn);
+    let p: Promise<T>;
+    if (this.#running < this.#maxRunning) p = this.#runWrite(fn);
+    else p = new Promise<T>((resolve, reject) => void this.#waiting.push({ fn, resolve, reject } as Waiting));
     const tracked = p.then(() => undefined, () => undefined);
     this.#writes.add(tracked);
     void tracked.then(() => this.#writes.delete(tracked));
@@ -536,20 +562,133 @@ class PgStore implements PostgresStore {
    * awaits only `tx`, so it can), a few times at most.
    */
   async #runWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const v = await this.#inTransaction('BEGIN', fn);
-        this.stats.commits++;
-        this.stats.jobs++;
-        return v;
-      } catch (err) {
-        const code = (err as { code?: unknown })?.code;
-        if ((code === '40P01' || code === '40001') && attempt < WRITE_RETRIES) {
-          await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
-          continue;
+    this.#running++;
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          const v = await this.#inTransaction('BEGIN', fn);
+          this.stats.commits++;
+          this.stats.jobs++;
+          return v;
+        } catch (err) {
+          if (isRetryable(err) && attempt < WRITE_RETRIES) {
+            await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
+            continue;
+          }
+          throw this.wrap(err);
         }
-        throw this.wrap(err);
       }
+    } finally {
+      this.#running--;
+      this.#drain();
+    }
+  }
+
+  /**
+   * Writes that found every write connection busy wait here; as one ends, they run together in one transaction
+   * (#runBatch), up to BATCH_JOBS of them, as the SQLite store's batches do. Below saturation nothing waits, so a write
+   * alone (a voucher of a quiet daemon, every write behind a slow network) is still one transaction of its own.
+   */
+  #drain(): void {
+    while (this.#waiting.length && this.#running < this.#maxRunning) {
+      const jobs = this.#waiting.splice(0, BATCH_JOBS);
+      if (jobs.length === 1) this.#runWrite(jobs[0]!.fn).then(jobs[0]!.resolve, jobs[0]!.reject);
+      else void this.#runBatch(jobs);
+    }
+  }
+
+  /**
+   * Jobs one after another in one transaction, each in a savepoint of its own, sent with its first statement (no round
+   * trip of its own): one COMMIT and one WAL flush for all, where each alone costs a BEGIN, a COMMIT and a flush. A job
+   * that throws is rolled back to its savepoint and fails alone, as its own transaction would. A job one of whose
+   * statements failed (a deadlock, a unique key, an error it caught and went on from) is rolled back to its savepoint
+   * and run again in a transaction of its own after the batch, so that it meets exactly what it would have met alone.
+   * Jobs run in order and each sees the writes of those before it, as if they had committed just before: a row or
+   * keyed lock one of them takes is held to the batch's COMMIT, which is what the lock asks for anyway. A failure of the
+   * batch itself (the connection lost, a COMMIT refused) fails every job that had not failed on its own, as it would
+   * have failed each alone. The connection lost under a job fails that job (503) and runs the others again alone.
+   */
+  async #runBatch(jobs: Waiting[]): Promise<void> {
+    this.#running++;
+    const again: Waiting[] = [];
+    const done: Array<{ job: Waiting; value: unknown; after: Array<() => void> }> = [];
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await this.#connect();
+      const c = client;
+      let begun = false;
+      for (const job of jobs) {
+        let live = true;
+        let sent = false;
+        let failed = false;
+        const after: Array<() => void> = [];
+        const runner: Runner = {
+          query: async (config) => {
+            corkUntil(c, process.nextTick);
+            const first: Array<Promise<unknown>> = [];
+            if (!begun) { begun = true; first.push(c.query('BEGIN')); }
+            if (!sent) { sent = true; first.push(c.query('SAVEPOINT job')); }
+            try {
+              const [res] = await Promise.all([c.query(config), ...first]);
+              return res as pg.QueryResult;
+            } catch (err) {
+              failed = true;
+              throw err;
+            }
+          },
+        };
+        let thrown: { err: unknown } | undefined;
+        try {
+          const value = await job.fn(this.#sql(runner, () => live, after));
+          live = false;
+          if (!failed) { done.push({ job, value, after }); continue; }
+        } catch (err) {
+          live = false;
+          thrown = { err };
+        }
+        // The job failed: back to its savepoint. It fails alone with its own error when none of its statements
+        // failed (it threw); else it runs again alone after the batch.
+        try {
+          if (thrown && lostConnection(thrown.err)) throw thrown.err;
+          if (sent) await c.query('ROLLBACK TO SAVEPOINT job');
+        } catch (err) {
+          if (!lostConnection(err)) throw err;
+          // The connection is gone and the batch with it, nothing of it committed: this job fails as it would alone
+          // (503); the jobs before it and after it run again, each in a transaction of its own.
+          job.reject(this.wrap(err));
+          again.push(...done.splice(0).map((d) => d.job), ...jobs.slice(jobs.indexOf(job) + 1));
+          throw err;
+        }
+        if (failed) again.push(job);
+        else job.reject(this.wrap(thrown!.err));
+      }
+      if (begun) {
+        const res = await c.query('COMMIT');
+        if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
+        this.stats.commits++;
+      }
+      client.release();
+      client = undefined;
+      this.stats.jobs += done.length;
+      for (const d of done) d.job.resolve(d.value);
+      for (const d of done) for (const f of d.after) f();
+    } catch (err) {
+      if (client) {
+        try {
+          await client.query('ROLLBACK');
+          client.release();
+        } catch {
+          client.release(true); // its state is unknown
+        }
+      }
+      // A COMMIT that failed (the connection lost in it: committed or not, no one can say) fails every job that
+      // was in it, as it would each alone; so does a failure to get a connection.
+      const e = this.wrap(err);
+      for (const job of jobs) if (!again.includes(job)) job.reject(e);
+    } finally {
+      this.#running--;
+      for (const job of again) this.#runWrite(job.fn).then(job.resolve, job.reject);
+      this.#drain();
     }
   }
 

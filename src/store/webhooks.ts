@@ -287,6 +287,43 @@ export async function recordAttempt(tx: Sql, a: AttemptRecord): Promise<boolean>
   return true;
 }
 
+/**
+ * recordAttempt for each of a batch, in order; which were recorded. PostgreSQL: one statement for the whole batch
+ * (the fenced updates and the attempt rows, from arrays), where one each would cost the database a statement's
+ * overhead per delivery; attempt rows are inserted in the batch's order (their ids are in that order too). A batch
+ * that names one delivery twice goes one by one: each must see the update before it.
+ */
+export async function recordAttempts(tx: Sql, batch: AttemptRecord[]): Promise<boolean[]> {
+  if (tx.dialect !== 'postgres' || batch.length < 2 || new Set(batch.map((a) => a.deliveryId)).size < batch.length)
+    return Promise.all(batch.map((a) => recordAttempt(tx, a)));
+  const col = <T>(f: (a: AttemptRecord) => T) => batch.map(f);
+  const rows = await tx.all<{ id: string }>(
+    `WITH v AS (SELECT * FROM unnest(CAST(@ids AS TEXT[]), CAST(@attempts AS BIGINT[]), CAST(@doneAts AS BIGINT[]), CAST(@statuses AS BIGINT[]),
+        CAST(@errors AS TEXT[]), CAST(@outcomes AS TEXT[]), CAST(@nexts AS BIGINT[]), CAST(@deads AS INT[]), CAST(@aids AS TEXT[]), CAST(@subs AS TEXT[]),
+        CAST(@seqs AS BIGINT[]), CAST(@ats AS BIGINT[]), CAST(@mss AS BIGINT[])) WITH ORDINALITY
+        AS v(id, attempt, done_at, status, error, outcome, next, dead, aid, sub, seq, at, ms, n)),
+      u AS (UPDATE deliveries d SET
+          status = CASE WHEN v.outcome = 'delivered' THEN 'delivered' WHEN v.dead = 1 THEN 'dead' ELSE d.status END,
+          delivered_at = CASE WHEN v.outcome = 'delivered' THEN v.done_at ELSE d.delivered_at END,
+          next_attempt_at = CASE WHEN v.outcome = 'delivered' THEN d.next_attempt_at ELSE COALESCE(v.next, d.next_attempt_at) END,
+          last_status = v.status,
+          last_error = CASE WHEN v.outcome = 'delivered' THEN NULL ELSE v.error END,
+          recorded_attempts = CASE WHEN d.recorded_attempts > v.attempt THEN d.recorded_attempts ELSE v.attempt END
+        FROM v WHERE d.id = v.id AND d.status = 'pending' AND d.attempts = v.attempt RETURNING d.id),
+      i AS (INSERT INTO delivery_attempts(id, delivery_id, subscription_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at)
+        SELECT v.aid, v.id, v.sub, v.seq, v.attempt, v.at, v.ms, v.status, v.error, v.outcome, v.next FROM v JOIN u ON u.id = v.id ORDER BY v.n)
+    SELECT id FROM u`,
+    {
+      ids: col((a) => a.deliveryId), attempts: col((a) => a.attempt), doneAts: col((a) => a.at + a.durationMs), statuses: col((a) => a.statusCode),
+      errors: col((a) => (a.outcome === 'delivered' ? null : a.error)), outcomes: col((a) => a.outcome), nexts: col((a) => a.nextAttemptAt),
+      deads: col((a) => (a.outcome === 'gone' || (a.outcome !== 'delivered' && a.nextAttemptAt === null) ? 1 : 0)), aids: col(() => newId('atm')),
+      subs: col((a) => a.subscriptionId), seqs: col((a) => a.eventSeq), ats: col((a) => a.at), mss: col((a) => a.durationMs),
+    },
+  );
+  const recorded = new Set(rows.map((r) => r.id));
+  return batch.map((a) => recorded.has(a.deliveryId));
+}
+
 export interface AttemptRow { id: string; delivery_id: string; event_id: string; attempt: number; attempted_at: number; duration_ms: number; status_code: number | null; error: string | null; outcome: string; next_attempt_at: number | null; delivery_status: string }
 
 const ATTEMPT_PAGE = `SELECT a.id, a.delivery_id, e.id AS event_id, a.attempt, a.attempted_at, a.duration_ms, a.status_code, a.error, a.outcome, a.next_attempt_at, d.status AS delivery_status

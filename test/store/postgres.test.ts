@@ -12,8 +12,8 @@ import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
-import { matches, subscriptions } from '../../src/store/webhooks.js';
-import { forUpdate, lockKey, type Invalidation } from '../../src/store/sql.js';
+import { matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
+import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 
@@ -103,7 +103,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const s = await openAt(await freshDb());
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
       const before = { ...s.stats };
-      // Job 0 holds its transaction open until the 19 others have committed: under a database-wide write lock (or
+      // Job 0 holds its transaction open until the 9 others (the rest of the pool) have committed: under a database-wide write lock (or
       // one batch at a time) they would wait for it, and this would never resolve.
       let release!: () => void;
       const held = new Promise<void>((r) => { release = r; });
@@ -113,22 +113,83 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         return 0;
       });
       const rest = await Promise.all(
-        Array.from({ length: 19 }, (_, i) => s.write(async (tx) => {
+        Array.from({ length: 9 }, (_, i) => s.write(async (tx) => {
           await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [i + 1]);
           return i + 1;
         })),
       );
-      expect(rest).toEqual(Array.from({ length: 19 }, (_, i) => i + 1));
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(19); // committed while job 0 is still open
+      expect(rest).toEqual(Array.from({ length: 9 }, (_, i) => i + 1));
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(9); // committed while job 0 is still open
       release();
       expect(await first).toBe(0);
-      expect(s.stats.commits - before.commits).toBe(20);
-      expect(await s.q.value('SELECT COUNT(DISTINCT tx) FROM w')).toBe(20);
+      expect(s.stats.commits - before.commits).toBe(10);
+      expect(await s.q.value('SELECT COUNT(DISTINCT tx) FROM w')).toBe(10);
       // A run() outside write() is one statement committed on its own (autocommit), not a write job.
       const mid = { ...s.stats };
       expect(await s.q.run('DELETE FROM w WHERE id < ?', [5])).toBe(5);
       expect(s.stats.jobs - mid.jobs).toBe(0);
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(15);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(5);
+    });
+
+    it('runs the writes that find every connection busy together: one transaction and one commit, a savepoint each; a job that fails fails alone', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 2 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
+      const before = { ...s.stats };
+      // Two writes hold both connections, so the next ones wait for one and then run as a batch.
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      const holders = [100, 101].map((id) => s.write(async (tx) => {
+        await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
+        await held; // (a test only: a write must await nothing but tx)
+      }));
+      const boom = new Error('job B changed its mind');
+      const insert = (id: number) => (tx: Sql) => tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
+      const queued = [
+        s.write(insert(1)),
+        s.write(async (tx) => { await insert(2)(tx); throw boom; }),
+        s.write(insert(1)), // duplicate key: run again alone after the batch, where it fails as it always would
+        s.write(async (tx) => { await insert(3)(tx); await insert(1)(tx).catch(() => {}); return 'pretended'; }), // swallowed
+        s.write(insert(4)),
+        // Jobs run in order, each seeing those before it as committed: 1 and 4, not 2 or 3.
+        s.write((tx) => tx.value<number>('SELECT COUNT(*) FROM w WHERE id < 10')),
+      ];
+      await sleep(50);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0); // nothing committed while both are held
+      release();
+      await Promise.all(holders);
+      const settled = await Promise.allSettled(queued);
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled', 'fulfilled']);
+      expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
+      expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
+      expect((settled[5] as PromiseFulfilledResult<number>).value).toBe(2);
+      const rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w ORDER BY id');
+      expect(rows.map((r) => r.id)).toEqual([1, 4, 100, 101]);
+      expect(rows[0]!.tx).toBe(rows[1]!.tx); // one transaction for the batch
+      expect(new Set(rows.map((r) => r.tx)).size).toBe(3);
+      expect(s.stats.commits - before.commits).toBe(3); // the two held, the batch
+      expect(s.stats.jobs - before.jobs).toBe(5);
+    });
+
+    it('a batch whose connection dies under one job: that job fails (503), the others run again alone and commit', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      const holder = s.write(async (tx) => { await tx.run('INSERT INTO w(id) VALUES (100)'); await held; });
+      const queued = Promise.allSettled([
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (1)')),
+        s.write(async (tx) => {
+          await tx.run('INSERT INTO w(id) VALUES (2)');
+          await tx.value('SELECT pg_terminate_backend(pg_backend_pid())');
+        }),
+        s.write((tx) => tx.run('INSERT INTO w(id) VALUES (3)')),
+      ]);
+      release();
+      await holder;
+      const settled = await queued;
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(((settled[1] as PromiseRejectedResult).reason as NodeSvcError).code).toBe('unavailable');
+      expect(await s.q.all('SELECT id FROM w ORDER BY id', [], true)).toEqual([{ id: 1n }, { id: 3n }, { id: 100n }]);
     });
 
     it('rolls back a throwing job alone (its own error), the others commit', async () => {
@@ -274,6 +335,47 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       // The counters the triggers keep agree with the rows, summed over their slots.
       const counted = await s.q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'pending'");
       expect(Number(counted)).toBe(await s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
+    });
+  });
+
+  describe('recordAttempts on PostgreSQL (a batch of results in one statement)', () => {
+    it('leaves the same deliveries, attempt rows (in order) and counters as recordAttempt one by one; a stale claim records nothing', async () => {
+      const outcomes: AttemptRecord[] = [];
+      const run = async (batched: boolean) => {
+        const s = await openAt(await freshDb());
+        await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0)");
+        await s.write((tx) => subscriptions.insert(tx, { id: 'whk_1', node_id: 'n1', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 }));
+        const seqs: number[] = [];
+        for (let i = 0; i < 6; i++) seqs.push((await s.write((tx) => recordEvent(tx, 'n1', 'budget.halted', `r${i}`, {}, 1000))).seq);
+        await s.q.run('UPDATE deliveries SET attempts = 1'); // as claimed once
+        const ids = await s.q.all<{ id: string; event_seq: number }>('SELECT id, event_seq FROM deliveries ORDER BY event_seq');
+        const base = (i: number) => ({ deliveryId: ids[i]!.id, subscriptionId: 'whk_1', eventSeq: ids[i]!.event_seq, attempt: 1, at: 2000 + i, durationMs: 3 });
+        const batch: AttemptRecord[] = [
+          { ...base(0), statusCode: 204, error: null, outcome: 'delivered', nextAttemptAt: null },
+          { ...base(1), statusCode: 500, error: 'HTTP 500', outcome: 'failed', nextAttemptAt: 9000 },
+          { ...base(2), statusCode: 500, error: 'HTTP 500', outcome: 'failed', nextAttemptAt: null }, // dead: no retry left
+          { ...base(3), statusCode: 410, error: 'HTTP 410', outcome: 'gone', nextAttemptAt: null },
+          { ...base(4), attempt: 2, statusCode: 204, error: null, outcome: 'delivered', nextAttemptAt: null }, // stale: claimed again since
+          { ...base(5), statusCode: null, error: 'no answer within 1 s', outcome: 'failed', nextAttemptAt: 7000 },
+        ];
+        outcomes.splice(0, outcomes.length, ...batch);
+        const recorded = await s.write((tx) => (batched ? recordAttempts(tx, batch) : Promise.all(batch.map((a) => recordAttempt(tx, a)))));
+        const rows = await s.q.all('SELECT event_seq, status, attempts, next_attempt_at, delivered_at, last_status, last_error, recorded_attempts FROM deliveries ORDER BY event_seq');
+        const attemptRows = await s.q.all('SELECT delivery_id, event_seq, attempt, attempted_at, duration_ms, status_code, error, outcome, next_attempt_at FROM delivery_attempts ORDER BY rowid');
+        const counts = await s.q.all("SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts WHERE subscription_id = 'whk_1' GROUP BY state HAVING SUM(n) <> 0 ORDER BY state");
+        const idOrder = await s.q.all<{ id: string }>('SELECT id FROM delivery_attempts ORDER BY rowid');
+        expect(idOrder.map((r) => r.id)).toEqual([...idOrder.map((r) => r.id)].sort()); // rowid order is id order
+        return { recorded, rows, attempts: attemptRows.map((r) => ({ ...(r as object), delivery_id: ids.findIndex((x) => x.id === (r as { delivery_id: string }).delivery_id) })), counts, seqs };
+      };
+      const one = await run(false);
+      const many = await run(true);
+      expect(many.recorded).toEqual([true, true, true, true, false, true]);
+      expect(many.recorded).toEqual(one.recorded);
+      expect(many.rows).toEqual(one.rows);
+      expect(many.attempts).toEqual(one.attempts);
+      expect(many.attempts.map((a) => (a as { delivery_id: number }).delivery_id)).toEqual([0, 1, 2, 3, 5]);
+      expect(many.counts).toEqual(one.counts);
+      expect(outcomes).toHaveLength(6);
     });
   });
 
