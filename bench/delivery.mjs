@@ -1,6 +1,6 @@
 // bench/delivery: webhook delivery throughput and latency of the real delivery worker against a loopback receiver
-// (DESIGN §13: sustained deliveries/s >= 0.2 x the raw keep-alive POST rate to the same receiver, every attempt
-// durably recorded; p95 event->delivery < 10 ms at 200 events/s; daemon RSS <= 120 MB).
+// (issue #22, DESIGN §15: sustained deliveries/s >= 0.5 x the raw keep-alive POST rate to the same receiver, every
+// attempt durably recorded; p95 event->delivery < 10 ms at 1,000 events/s over 10 subscriptions; §13: daemon RSS <= 120 MB).
 //
 // Three processes on this machine: the receiver (bench/lib/delivery-receiver.mjs, node:http, answers 204), the daemon
 // (bench/lib/delivery-daemon.mjs: startDaemon from dist/daemon.js, events recorded in that process through
@@ -27,14 +27,15 @@ import { newId } from '../dist/domain/ids.js';
 import { openSqliteStore as openStore } from '../dist/store/db.js';
 import { report, result } from './lib/report.mjs';
 
-const N = Number(process.env.BENCH_N ?? 20_000);
+// 20,000 deliveries per round whatever the number of subscriptions.
+const N = Number(process.env.BENCH_N ?? Math.ceil(20_000 / Number(process.env.BENCH_SUBS ?? 10)));
 const BATCH = Number(process.env.BENCH_BATCH ?? 100);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const RAW_S = Number(process.env.BENCH_RAW_S ?? 3);
 const RAW_CONCURRENCY = Number(process.env.BENCH_RAW_CONCURRENCY ?? 128); // the worker's default global concurrency
-const RATE = Number(process.env.BENCH_RATE ?? 200);
+const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const PACED_S = Number(process.env.BENCH_PACED_S ?? 10);
-const SUBS = Number(process.env.BENCH_SUBS ?? 1);
+const SUBS = Number(process.env.BENCH_SUBS ?? 10);
 const CPU_PROF = process.env.BENCH_CPU_PROF; // a directory: the daemon process writes a .cpuprofile there
 const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // e.g. V8 flags for the daemon
 const NODE = 'bench-node';
@@ -152,7 +153,7 @@ async function main() {
     const res = await request(`${daemon.info.url}/v1/webhooks`, {
       method: 'POST',
       headers: { authorization: `Bearer ${token}`, 'content-type': 'application/json' },
-      body: JSON.stringify({ url: hookUrl, events: ['budget.halted'], description: `bench ${i + 1}` }),
+      body: JSON.stringify({ url: `${hookUrl}/${i + 1}`, events: ['budget.halted'], description: `bench ${i + 1}` }),
     });
     const text = await res.body.text();
     if (res.statusCode !== 201) throw new Error(`POST /v1/webhooks answered ${res.statusCode}: ${text}`);
@@ -256,7 +257,7 @@ async function main() {
 
   console.log(`bench/delivery  loopback receiver, ${SUBS} subscription(s), events recorded in the daemon process via recordEvent (medians of ${ROUNDS} rounds)`);
   console.log(`  raw keep-alive POST (undici, ${RAW_CONCURRENCY} in flight, ${Buffer.byteLength(sampleBody)} B body)  ${fmt(median(r.raw))}/s`);
-  console.log(`  worker, ${fmt(N)} events in transactions of ${BATCH}, until none pending  ${fmt(median(r.sus))} deliveries/s   ratio ${median(r.ratio).toFixed(2)}  (target >= 0.2)`);
+  console.log(`  worker, ${fmt(N)} events in transactions of ${BATCH}, until none pending  ${fmt(median(r.sus))} deliveries/s   ratio ${median(r.ratio).toFixed(2)}  (target >= 0.5)`);
   console.log(`    recording alone ${fmt(median(r.rec))} events/s; receiver had all at ${fmt(median(r.recv))}/s; per round ${r.sus.map(fmt).join(', ')} vs raw ${r.raw.map(fmt).join(', ')}`);
   console.log(`  latency event->delivery at ${RATE}/s for ${PACED_S} s (${fmt(p.records.length)} events, achieved ${achieved.toFixed(0)}/s, ${p.late} late)  p50 ${lat.length ? pct(lat, 50).toFixed(2) : '-'} ms  p95 ${pct(lat, 95).toFixed(2)} ms  p99 ${pct(lat, 99).toFixed(2)} ms  max ${lat[lat.length - 1].toFixed(2)} ms  (target p95 < 10 ms; Convoy publishes ~124 ms)`);
   console.log(`    clock offsets vs bench: daemon ${offD.off.toFixed(3)} ms (rtt ${offD.rtt.toFixed(3)}), receiver ${offR.off.toFixed(3)} ms (rtt ${offR.rtt.toFixed(3)}); corrected`);
@@ -266,7 +267,7 @@ async function main() {
   const mb = (x) => (x / 1048576).toFixed(1);
   console.log(`    daemon memory high-water (MB): rss ${mb(stats.mem.rss)}, V8 heap total ${mb(stats.mem.heapTotal)} / used ${mb(stats.mem.heapUsed)}, external ${mb(stats.mem.external)}, array buffers ${mb(stats.mem.arrayBuffers)}`);
   report('delivery', [
-    result('worker deliveries / raw keep-alive POSTs', median(r.ratio), 'ratio', ['>=', 0.2]),
+    result('worker deliveries / raw keep-alive POSTs', median(r.ratio), 'ratio', ['>=', 0.5]),
     result(`event->delivery p95 at ${RATE}/s`, pct(lat, 95), 'ms', ['<', 10]),
     result('daemon peak RSS', Math.max(peakRss, rss.peak), 'MB', ['<=', 120]),
     result('every event delivered to every subscription (1 = yes)', ok ? 1 : 0, 'bool', ['>=', 1]),

@@ -2,7 +2,7 @@
 // (the same credential every time, so the verifier's cache is hit) against a bare Hono "hello" server, same run.
 // Each server is its own process (one core each side on a 2-core machine); autocannon runs in this process.
 // Alternates hello and subject in rounds; prints medians and the median per-round ratios
-// (DESIGN §13: headroom >= 0.4 x hello, p99 < 10 ms).
+// (issue #22, DESIGN §15: headroom >= 0.6 x hello; its p99 below saturation is bench/headroom's).
 import { spawn, execFileSync } from 'node:child_process';
 import { KeyObject, sign } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -123,11 +123,11 @@ async function main() {
       `  ${label.padEnd(38)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
     console.log(`bench/http  loopback  connections=${CONNECTIONS} ${SECONDS}s x rounds=${ROUNDS} (medians)`);
     console.log(line('bare Hono hello', r.hello));
-    console.log(`${line('GET /v1/streams/{id}/headroom', r.headroom)}   ratio ${median(r.headroomRatio).toFixed(2)}  (target >= 0.4, p99 < 10 ms)`);
+    console.log(`${line('GET /v1/streams/{id}/headroom', r.headroom)}   ratio ${median(r.headroomRatio).toFixed(2)}  (target >= 0.6)`);
     console.log(`${line('POST /v1/allowances/verify (cached)', r.verify)}   ratio ${median(r.verifyRatio).toFixed(2)}`);
     report('http', [
-      result('GET headroom / bare Hono hello', median(r.headroomRatio), 'ratio', ['>=', 0.4]),
-      result('GET headroom p99', median(r.headroom.map((x) => x.p99)), 'ms', ['<', 10]),
+      result('GET headroom / bare Hono hello', median(r.headroomRatio), 'ratio', ['>=', 0.6]),
+      result('GET headroom p99, saturated (informational: bench/headroom holds the p99 target)', median(r.headroom.map((x) => x.p99)), 'ms'),
       result('POST verify (cached) / hello', median(r.verifyRatio), 'ratio'),
     ]);
   } finally {

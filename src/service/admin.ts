@@ -104,19 +104,19 @@ export const TOKEN_CACHE_SIZE = 10_000;
  * nodeForToken for the daemon's hot path, remembering answers. Tokens change only through the admin commands.
  * SQLite: they commit from another connection, and `PRAGMA data_version` of the daemon's writer connection moves
  * on every such commit. PostgreSQL: every token change notifies every daemon (store.invalidate). Either way the
- * memory is dropped then, so a revoked or rotated token is refused on the very next request (PostgreSQL: once the
- * notification arrives, well within a second). A token in its grace period is remembered only until its grace ends.
+ * memory is dropped then, so a revoked or rotated token is refused on the next request (SQLite: data_version is
+ * read at most once a millisecond; PostgreSQL: once the notification arrives, well within a second). A token in its grace period is remembered only until its grace ends.
  */
 export function tokenResolver(store: Store) {
   const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
   let version: unknown;
   let generation = 0; // moves on every drop, so a read that started before one is not remembered after it
   const drop = () => { known.clear(); generation++; };
-  const dataVersion = store.dialect === 'sqlite' ? (store as SqliteStore).db.prepare('PRAGMA data_version').pluck() : undefined;
+  const dataVersion = store.dialect === 'sqlite' ? (store as SqliteStore).externalVersion : undefined;
   store.onInvalidate((inv) => { if (inv.topic === 'tokens' || inv.topic === 'nodes' || inv.topic === '*') drop(); });
   return async (token: string, now = Date.now()): Promise<string | undefined> => {
     if (dataVersion) {
-      const v = dataVersion.get();
+      const v = dataVersion();
       if (v !== version) {
         drop();
         version = v;

@@ -12,7 +12,7 @@ import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js'
 import { recordEvent } from '../store/events.js';
 import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
-import { budgets, fundingSources, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
+import { budgets, fundingSources, headroomRow, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
 import { lockKey, writeOne, type Sql } from '../store/sql.js';
 import { Lru } from '../lru.js';
@@ -213,7 +213,7 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 }
 
 export async function headroom(d: Deps, nodeId: string, id: string) {
-  const row = await streams.getForHeadroom(d.store.q, nodeId, id, windowStart(d));
+  const row = await headroomRow(d.store, nodeId, id, windowStart(d));
   if (!row) throw notFound('stream');
   requireFundingFresh(d, row);
   return headroomOf(d, row);

@@ -30,6 +30,14 @@ export interface SqliteStore extends Store {
   /** Both connections (the writer, and the reader once opened): tests read every prepared statement's plan. */
   connections(): Db[];
   readonly path: string;
+  /**
+   * Moves whenever anything may have changed: a commit of this store, or one of another process (`PRAGMA
+   * data_version` of the writer connection, read at most once a millisecond). A read remembered with a mark is
+   * current while the mark is the same (the headroom read, store/streams.ts headroomReader).
+   */
+  changeMark(): number;
+  /** `PRAGMA data_version` of the writer connection: moves when another process commits. Read at most once a ms. */
+  externalVersion(): number;
 }
 
 interface WriteJob {
@@ -250,6 +258,29 @@ function sqliteStore(db: Db, dataDir: string, path: string, readonly: boolean): 
     return queue.write(fn);
   };
   const q = new SqliteSql(readerDb, (sql, p) => write((tx) => tx.run(sql, p)));
+  // Another process's commit (the CLI revoking a token, a backup restore) shows in the writer connection's
+  // data_version; asking costs a call into SQLite, so once a millisecond at most (every hot read asks).
+  const dataVersion = db.prepare('PRAGMA data_version').pluck();
+  let checkedAt = -1;
+  let external = 0;
+  const externalVersion = () => {
+    const now = Date.now();
+    if (now !== checkedAt) {
+      checkedAt = now;
+      external = Number(dataVersion.get());
+    }
+    return external;
+  };
+  let seen = { commits: -1, external: -1 };
+  let mark = 0;
+  const changeMark = () => {
+    const e = externalVersion();
+    if (queue.stats.commits !== seen.commits || e !== seen.external) {
+      seen = { commits: queue.stats.commits, external: e };
+      mark++;
+    }
+    return mark;
+  };
   return {
     dialect: 'sqlite',
     description: path,
@@ -261,6 +292,8 @@ function sqliteStore(db: Db, dataDir: string, path: string, readonly: boolean): 
     write,
     transaction: (fn) => (readonly ? write(fn) : queue.write(fn, false)),
     stats: queue.stats,
+    changeMark,
+    externalVersion,
     async invalidate(_tx, inv) {
       queue.afterCommit.push(() => { for (const f of listeners) f(inv); });
     },

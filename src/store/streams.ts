@@ -1,6 +1,8 @@
 // Streams, vouchers, revocations, budgets, payer subscription periods, control facts: the only SQL for them.
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
-import { forUpdate, type Sql } from './sql.js';
+import { Lru } from '../lru.js';
+import type { SqliteStore } from './db.js';
+import { forUpdate, type Sql, type Store } from './sql.js';
 
 export type FundingStatus = 'none' | 'pending' | 'funded' | 'unfunded';
 
@@ -67,6 +69,40 @@ const NARROW_COLUMNS = 's.node_id, s.id, s.budget, s.asset, s.cap_micro, s.bille
 const LIVE = `SELECT s.*, ${STANDING_COLUMNS} ${JOINS}`;
 const HEADROOM = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 // A stream's standing and the credential it was registered with: the read of every repeated verify.
+/** HEADROOM, and when the next voucher after the window's start was received: the read stays right until then. */
+const HEADROOM_UNTIL = `SELECT ${NARROW_COLUMNS}, ${STANDING_COLUMNS}, ${BILLED_BEFORE},
+  (SELECT MIN(v.received_at) FROM vouchers v WHERE v.node_id = s.node_id AND v.stream = s.id AND v.received_at > ?) AS next_received_at
+  ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
+/** Headroom reads remembered per SQLite store (narrow rows, a few hundred bytes each). */
+const HEADROOM_ROWS = 2_000;
+const remembered = new WeakMap<Store, Lru<string, { row: HeadroomRow; mark: number; from: number; until: number | null }>>();
+
+/**
+ * The headroom read of a stream (getForHeadroom), remembered on SQLite until anything commits. The read is all SQL:
+ * the stream, its revocation and budget (which only a commit changes) and the billed amount at the window's start,
+ * which moves with time only when the window's start passes a voucher: it is remembered with the window's start it
+ * was read at and the next voucher's time after it, and read again past that. Everything else that depends on the
+ * time (expiry, funding age, the rate) is computed from the row on every request. A commit of this daemon or of
+ * another process (the store's change mark) forgets every read. PostgreSQL: read every time (other daemons write).
+ */
+export async function headroomRow(store: Store, nodeId: string, id: string, windowStart: number): Promise<HeadroomRow | undefined> {
+  if (store.dialect !== 'sqlite') return streams.getForHeadroom(store.q, nodeId, id, windowStart);
+  const s = store as SqliteStore;
+  let rows = remembered.get(store);
+  if (!rows) remembered.set(store, (rows = new Lru(HEADROOM_ROWS)));
+  const mark = s.changeMark();
+  const key = `${nodeId}\n${id}`;
+  const hit = rows.get(key);
+  if (hit && hit.mark === mark && windowStart >= hit.from && (hit.until === null || windowStart < hit.until)) return hit.row;
+  const r = await s.q.get<HeadroomRow & { next_received_at: bigint | null }>(HEADROOM_UNTIL, [windowStart, windowStart, nodeId, id], true);
+  if (!r) return undefined;
+  r.exp = Number(r.exp);
+  const until = r.next_received_at === null ? null : Number(r.next_received_at);
+  delete (r as { next_received_at?: unknown }).next_received_at;
+  if (s.changeMark() === mark) rows.set(key, { row: r, mark, from: windowStart, until });
+  return r;
+}
+
 const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
 const PAGE = `SELECT s.*, ${STANDING_COLUMNS}, ${BILLED_BEFORE} ${JOINS} WHERE s.node_id = ? AND s.id > ? ORDER BY s.id LIMIT ?`;
 /** Not open: what `standing` calls revoked, exhausted, budget halted or released, or expired (bound: now in ms). */

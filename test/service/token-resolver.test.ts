@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addNode, issueToken, revokeTokens, rotateToken, tokenResolver } from '../../src/service/admin.js';
 import { openSqliteStore as openStore, type SqliteStore as Store } from '../../src/store/db.js';
+import { sleep } from '../helpers/wait.js';
 
 describe('tokenResolver', () => {
   const dirs: string[] = [];
@@ -27,13 +28,14 @@ describe('tokenResolver', () => {
     return { daemon, admin };
   };
 
-  it('answers from memory, and a revoke committed by another connection is refused on the next call', async () => {
+  it('answers from memory, and a revoke committed by another connection is refused from the next millisecond on', async () => {
     const { daemon, admin } = await fresh();
     const { token } = await issueToken(admin, 'node-a');
     const resolve = tokenResolver(daemon);
     expect(await resolve(token)).toBe('node-a');
     expect(await resolve(token)).toBe('node-a');
     await revokeTokens(admin, 'node-a');
+    await sleep(2); // data_version is asked at most once a millisecond
     expect(await resolve(token)).toBeUndefined();
     expect(await resolve('nsv_unknown')).toBeUndefined();
   });
