@@ -24,4 +24,12 @@ describe('hasDuplicateMembers', () => {
     expect(decodeJson(b('{"alg":"EdDSA","alg":"none"}'))).toBeUndefined();
     expect(decodeJson(b('{"alg":"EdDSA"}'))).toEqual({ alg: 'EdDSA' });
   });
+
+  it('decodeJson refuses bytes that are not UTF-8, and a byte-order mark, and keeps multi-byte text', () => {
+    const raw = (bytes: number[]) => Buffer.from(bytes).toString('base64url');
+    expect(decodeJson(raw([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xff, 0x22, 0x7d]))).toBeUndefined(); // {"a":"\xff"}
+    expect(decodeJson(raw([0x7b, 0x22, 0x61, 0x22, 0x3a, 0x22, 0xc3, 0x22, 0x7d]))).toBeUndefined(); // a truncated sequence
+    expect(decodeJson(Buffer.from('\uFEFF{"a":1}').toString('base64url'))).toBeUndefined();
+    expect(decodeJson(Buffer.from('{"a":"é€😀"}').toString('base64url'))).toEqual({ a: 'é€😀' });
+  });
 });
