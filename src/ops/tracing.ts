@@ -118,11 +118,11 @@ export async function stopTracing(): Promise<void> {
  * `fn` inside a child span of `parent` (no span, and no cost beyond the check, when tracing is off). A named refusal
  * (422) is an answer, not a failure: `node_svc.refusal` on the span; any other error sets its status and `error.type`.
  */
-export async function inSpan<T>(parent: Span | undefined, name: string, attrs: Attrs, fn: () => Promise<T>, describe?: (r: T, span: Span) => void): Promise<T> {
+export async function inSpan<T>(parent: Span | undefined, name: string, attrs: Attrs, fn: (span?: Span) => Promise<T>, describe?: (r: T, span: Span) => void): Promise<T> {
   if (!parent) return fn();
   const span = parent.child(name, attrs);
   try {
-    const r = await fn();
+    const r = await fn(span);
     describe?.(r, span);
     return r;
   } catch (err) {
@@ -164,6 +164,13 @@ class Causes {
     refs.push(ref);
     if (refs.length > Causes.PER_STREAM) refs.shift();
     this.#vouchers.set(k, refs);
+  }
+
+  /** A voucher that was not accepted after all (remembered before its commit, see routes/streams.ts). */
+  forgetVoucher(node: string, stream: string, ref: SpanRef): void {
+    const refs = this.#vouchers.get(`${node}\n${stream}`);
+    const i = refs ? refs.indexOf(ref) : -1;
+    if (i >= 0) refs!.splice(i, 1);
   }
 
   /** The voucher spans a settlement of this stream settles (forgotten here: the next settlement links newer ones). */

@@ -254,15 +254,14 @@ export class Settler {
       kind: 'client', startTime: asked, links: causes.forSettlement(s.id),
       attributes: { ...this.rail.peer, ...this.#spanAttrs(s.node_id, s.stream, s.id, s.amount_micro), 'node_svc.settlement.state': moved },
     }) : undefined;
-    const events: string[] = [];
-    const record: typeof recordEvent = async (...a) => {
+    // Its events' deliveries link to it: remembered as each is recorded (a delivery may start as soon as they commit).
+    const record: RecordEvent = !span ? recordEvent : async (...a) => {
       const e = await recordEvent(...a);
-      events.push(e.id);
+      causes.event(e.id, [span.ref, ...causes.forSettlement(s.id)]);
       return e;
     };
     try {
       await this.#confirm(s, st, row, now, data, record);
-      if (span) for (const id of events) causes.event(id, [span.ref, ...causes.forSettlement(s.id)]); // for their deliveries
       if (st.state === 'failed') span?.fail('settlement failed'); // the rail's error text stays in the log and the finality view
     } catch (err) {
       span?.fail(errorType(err));

@@ -124,10 +124,19 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
       const node = c.get('node');
       const id = c.req.valid('param').id;
       // An accepted voucher's span is remembered for the settlement that will settle it (a span link: ops/tracing.ts).
-      const r = await inSpan(c.get('span'), 'voucher.accept', { 'node_svc.node': node, 'node_svc.stream': id }, () => submitVoucher(d, node, id, body.voucher, body.credential), (r, span) => {
-        if (!r.accepted) return span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
-        span.set({ 'node_svc.voucher.accepted': true, 'node_svc.billed_micro': r.billedMicro, 'node_svc.stream.exhausted': r.exhausted });
-        causes.voucher(node, id, span.ref);
+      // Remembered before the commit (the settler may take the stream as soon as it is billed), forgotten if not accepted.
+      const r = await inSpan(c.get('span'), 'voucher.accept', { 'node_svc.node': node, 'node_svc.stream': id }, async (span) => {
+        if (span) causes.voucher(node, id, span.ref);
+        try {
+          return await submitVoucher(d, node, id, body.voucher, body.credential);
+        } catch (err) {
+          if (span) causes.forgetVoucher(node, id, span.ref);
+          throw err;
+        }
+      }, (r, span) => {
+        if (r.accepted) return span.set({ 'node_svc.voucher.accepted': true, 'node_svc.billed_micro': r.billedMicro, 'node_svc.stream.exhausted': r.exhausted });
+        causes.forgetVoucher(node, id, span.ref);
+        span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
       });
       return c.json(r, 200);
     },
