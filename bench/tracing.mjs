@@ -27,6 +27,8 @@ const cpuSeconds = (pid) => {
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const TARGET = 0.85;
 
+// Tracing is this bench's choice: the caller's own OTEL_* variables would turn it on in the "off" daemon too.
+for (const k of Object.keys(process.env)) if (k.startsWith('OTEL_')) delete process.env[k];
 const { default: autocannon } = await import('autocannon');
 let spans = 0; // export requests received (each a batch of up to 512 spans)
 let bytes = 0;

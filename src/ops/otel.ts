@@ -80,8 +80,15 @@ class OtelTracer implements Tracer {
     return new SpanHandle(span, this);
   }
 
-  shutdown(): Promise<void> {
-    return this.provider.shutdown().catch((err: unknown) => log.warn('traces not all exported at stop', { error: (err as Error).message }));
+  /** Export what is buffered, for 5 s at most: a stop must not wait out a collector that hangs. */
+  async shutdown(): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<void>((resolve) => { timer = setTimeout(() => { log.warn('traces not all exported at stop: the collector did not answer within 5 s'); resolve(); }, 5000); });
+    try {
+      await Promise.race([this.provider.shutdown().catch((err: unknown) => log.warn('traces not all exported at stop', { error: (err as Error).message })), late]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 }
 
