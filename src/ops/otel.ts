@@ -92,6 +92,19 @@ class OtelTracer implements Tracer {
   }
 }
 
+/** An error's message, not its stack (the exporter hands some over as JSON strings). */
+function messageOf(a: unknown): string {
+  if (a instanceof Error) return a.message;
+  if (typeof a !== 'string') return '';
+  try {
+    const j = JSON.parse(a) as { message?: unknown };
+    if (typeof j?.message === 'string') return j.message;
+  } catch {
+    // not JSON: the text itself
+  }
+  return a;
+}
+
 /** The exporter's own complaints (collector down, 4xx) reach the log as warnings, at most one a minute. */
 function routeDiagnostics(): void {
   let last = 0;
@@ -99,8 +112,9 @@ function routeDiagnostics(): void {
     const now = Date.now();
     if (now - last < 60_000) return;
     last = now;
-    const detail = args.map((a) => (a instanceof Error ? a.message : typeof a === 'string' ? a : '')).filter(Boolean).join('; ').slice(0, 300);
-    log.warn('traces: exporter problem (spans may be dropped; the daemon goes on)', { error: detail ? `${message} ${detail}` : message });
+    const detail = args.map(messageOf).filter(Boolean).join('; ').slice(0, 300);
+    const first = messageOf(message).slice(0, 300);
+    log.warn('traces: exporter problem (spans may be dropped; the daemon goes on)', { error: detail ? `${first} ${detail}` : first });
   };
   const none = () => undefined;
   diag.setLogger({ error: warn, warn, info: none, debug: none, verbose: none }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startLocalProcessor, type LocalProcessor } from '../../src/rails/card/processor.js';
 import { cardCredential, cardFlags, controlMessage, eventually, newWebhookSecret, startCardDaemon, voucher, writeSecretFile } from '../helpers/card.js';
 import { REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
-import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
+import { clientOf, freePort, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { issuerKeyPair, mintCredential, payerKeyPair, type KeyPair } from '../helpers/issuer.js';
 import { SPAN_KIND, startOtlpReceiver, type OtlpReceiver, type ReceivedSpan } from '../helpers/otlp.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
@@ -260,6 +260,18 @@ describe('traces: off by default, protobuf by default when on, bad variables ref
       await d.stop();
       await otlp.close();
     }
+  });
+
+  it('a collector that is down costs spans and a warning, never an answer', async () => {
+    const d = await startDaemon(t.dataDir, { env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${await freePort()}`, OTEL_BSP_SCHEDULE_DELAY: '20', NODE_SVC_LOG_FORMAT: 'json' } });
+    const c = clientOf(d.url, tokenA);
+    for (let i = 0; i < 20; i++) expect((await c.get('/v1/streams/nope/headroom')).status).toBe(404);
+    expect((await c.post('/v1/allowances/verify', { credential: 'not.a.jws' })).status).toBe(422);
+    expect(await d.stop()).toBe(0);
+    const warnings = d.stderr.split('\n').filter((l) => l.includes('"level":"warn"') && l.includes('traces'));
+    expect(warnings.length).toBeGreaterThan(0);
+    expect(warnings.join('\n')).toContain('ECONNREFUSED');
+    expect(warnings.join('\n')).not.toContain('"stack"');
   });
 
   it.each([
