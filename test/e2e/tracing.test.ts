@@ -157,7 +157,13 @@ describe('traces over OTLP/HTTP (real daemon, card rail, local processor)', { ti
     const stream = `trace-read-${randomBytes(4).toString('hex')}`;
     const credential = cardCredential(issuer, payer, stream, pi.id);
     expect((await c.post('/v1/allowances/verify', { credential })).status).toBe(200);
-    expect((await c.get(`/v1/streams/${stream}/headroom`)).status).toBe(200);
+    const nodeTrace = randomBytes(16).toString('hex');
+    const nodeSpan = randomBytes(8).toString('hex');
+    expect((await c.get(`/v1/streams/${stream}/headroom`, { headers: { traceparent: `00-${nodeTrace}-${nodeSpan}-01` } })).status).toBe(200);
+    const forged = voucher(await payerKeyPair(), stream, 1_000n); // signed by a key that is not the credential's cnf
+    secrets.push(forged);
+    const refusedVoucher = await c.post(`/v1/streams/${stream}/vouchers`, { voucher: forged });
+    expect(refusedVoucher.status).toBe(422);
     expect((await c.get('/v1/streams/no-such-stream/finality')).status).toBe(404);
     const wrongAud = mintCredential({ key: issuer, payer, claims: { aud: 'node-b', stream: `${stream}-b` } });
     secrets.push(credential, wrongAud);
@@ -167,7 +173,7 @@ describe('traces over OTLP/HTTP (real daemon, card rail, local processor)', { ti
     expect(badToken.status).toBe(401);
 
     const headroom = await waitSpan('GET /v1/streams/:id/headroom', (s) => s.attributes['url.path'] === `/v1/streams/${stream}/headroom`, 'headroom span');
-    expect(headroom).toMatchObject({ kind: SPAN_KIND.server, parentSpanId: '' });
+    expect(headroom).toMatchObject({ kind: SPAN_KIND.server, traceId: nodeTrace, parentSpanId: nodeSpan }); // the node's trace, continued
     expect(headroom.attributes).toMatchObject({ 'http.request.method': 'GET', 'http.route': '/v1/streams/:id/headroom', 'http.response.status_code': 200 });
     const missing = await waitSpan('GET /v1/streams/:id/finality', (s) => s.attributes['url.path'] === '/v1/streams/no-such-stream/finality', '404 span');
     expect(missing.attributes['http.response.status_code']).toBe(404);
@@ -176,6 +182,10 @@ describe('traces over OTLP/HTTP (real daemon, card rail, local processor)', { ti
     expect(unauthorized.attributes['http.response.status_code']).toBe(401);
     const refusal = await waitSpan('credential.verify', (s) => s.attributes['node_svc.refusal'] === 'wrong_audience', 'refused credential.verify span');
     expect(refusal.attributes['node_svc.credential.valid']).toBe(false);
+    // A refused voucher: named on its span, an answer (422), not an error of the daemon.
+    const voucherRefused = await waitSpan('voucher.accept', (s) => s.attributes['node_svc.stream'] === stream, 'refused voucher.accept span');
+    expect(voucherRefused.attributes['node_svc.refusal']).toBe('bad_signature');
+    expect(voucherRefused.status.code).toBe(0);
   });
 
   it('no secret in anything exported: tokens, webhook and processor secrets, credentials, vouchers, signatures', async () => {
