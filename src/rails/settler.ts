@@ -264,6 +264,7 @@ export class Settler {
       await this.#confirm(s, st, row, now, data, record);
       if (st.state === 'failed') span?.fail('settlement failed'); // the rail's error text stays in the log and the finality view
     } catch (err) {
+      span?.set({ 'error.type': errorType(err) });
       span?.fail(errorType(err));
       throw err;
     } finally {
@@ -376,6 +377,7 @@ export class Settler {
       metrics.settlements.inc({ rail: this.rail.mode, state: 'submitted' });
       log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
     } catch (err) {
+      span?.set({ 'error.type': errorType(err) });
       span?.fail(errorType(err));
       if (err instanceof LeaseLost) throw err;
       const e = err as { shortMessage?: string; message?: string };
