@@ -21,6 +21,7 @@ import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
 import { Pruner } from './ops/retention.js';
+import { startTracing, stopTracing } from './ops/tracing.js';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -89,6 +90,8 @@ function boundHeapGrowth(): void {
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   boundHeapGrowth();
+  // Before anything that makes spans; refuses the start on a bad OTEL_* variable. Loads nothing when tracing is off.
+  await startTracing();
   const store = await openStore({ dataDir: o.dataDir, store: o.store });
   // SQLite: one daemon per data dir. PostgreSQL: any number of daemons share the database (leases, not a lock file).
   let unlock: () => void = () => undefined;
@@ -139,6 +142,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     await Promise.all([o.rail?.rail.close()]).catch(() => undefined);
     await store.close();
     unlock();
+    await stopTracing();
     const code = (err as NodeJS.ErrnoException).code;
     const why = code === 'EADDRINUSE' ? 'is already in use' : code === 'EADDRNOTAVAIL' ? 'is not an address of this machine' : code === 'EACCES' ? 'needs privileges (ports below 1024)' : `cannot be listened on (${code ?? (err as Error).message})`;
     throw configError(`${o.host}:${o.port} ${why}`, code === 'EADDRINUSE' ? 'stop what listens there, or pick another --port' : 'check --host and --port');
@@ -166,6 +170,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
           Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
             await store.close().catch(() => undefined);
             unlock();
+            await stopTracing(); // the last spans exported
             log.info('daemon stopped');
             resolve();
           });

@@ -17,6 +17,8 @@ import { metrics, renderMetrics } from '../ops/metrics.js';
 import { opsGauges } from '../ops/gauges.js';
 import { healthVerdict } from '../service/health.js';
 import { statusRoutes } from './routes/status.js';
+import { tracer } from '../ops/tracing.js';
+import { traceRequests } from './middleware/trace.js';
 
 export interface AppOptions {
   /** Requests per second per token (0: off); burst is twice that unless given. */
@@ -71,6 +73,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   opts.extraRoutes?.(app);
 
   const resolveToken = d.store ? tokenResolver(d.store) : () => undefined; // no store when only the contract is generated
+  if (tracer) app.use('/v1/*', traceRequests(tracer)); // first: the span covers authentication and refusals too
   app.use('/v1/*', bearerAuth({ nodeForToken: (t) => resolveToken(t, d.now()) }));
   const buckets = tokenBuckets({ rate: opts.rateLimit, ...(opts.rateBurst !== undefined ? { burst: opts.rateBurst } : {}) });
   app.use('/v1/*', rateLimit(buckets));

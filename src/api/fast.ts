@@ -6,6 +6,7 @@
 // else (HEAD, a query to refuse, an encoded id) goes to Hono, which answers it as the contract says.
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { metrics } from '../ops/metrics.js';
+import { endHttp, tracer } from '../ops/tracing.js';
 import { authenticate, type NodeForToken } from './middleware/auth.js';
 import { errorAnswer, type Answer } from './problem.js';
 import { checkStreamId, type StreamReads } from './routes/streams.js';
@@ -24,6 +25,7 @@ export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForTok
     void answer(req, res, m![2]!, m![1]!, read);
   };
   async function answer(req: IncomingMessage, res: ServerResponse, suffix: string, id: string, read: (node: string, id: string) => Promise<unknown>) {
+    const span = tracer?.server('GET', `/v1/streams/:id/${suffix}`, req.url!, req.headers.traceparent); // undefined: tracing off
     let a: Answer;
     try {
       const { node } = await authenticate(req.headers.authorization, nodeForToken);
@@ -35,6 +37,7 @@ export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForTok
     }
     const route = `/v1/streams/:id/${suffix}`;
     metrics.requests.incById(`GET ${a.status} ${route}`, () => ({ route, method: 'GET', status: String(a.status) }));
+    if (span) endHttp(span, a.status);
     if (res.destroyed) return;
     // One string: Node sends the head and the body in one write.
     res.writeHead(a.status, { ...a.headers, 'content-length': Buffer.byteLength(a.body) });

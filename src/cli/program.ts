@@ -135,6 +135,9 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--card-account <acct>', "card: the node's connected account id (acct_…)").env('NODE_SVC_CARD_ACCOUNT'))
     .addOption(new Option('--card-webhook-secret-file <file>', "card: the processor webhook endpoint's signing secret (whsec_…)").env('NODE_SVC_CARD_WEBHOOK_SECRET_FILE'))
     .addOption(new Option('--card-api <url>', 'card, sandbox only: the processor API base URL (a local processor for tests and `dev`)').env('NODE_SVC_CARD_API'))
+    .addHelpText('after', '\nTraces: OpenTelemetry over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT (or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT) is set;\n'
+      + 'OTEL_SERVICE_NAME, OTEL_TRACES_SAMPLER(_ARG), OTEL_EXPORTER_OTLP_PROTOCOL and the other standard variables apply;\n'
+      + 'off (nothing loaded) without them or with OTEL_SDK_DISABLED=true. README: "Alerts and traces".')
     .action(async (o: import('./commands/daemon.js').DaemonFlags, cmd: Command) => {
       // Where each value came from, so <data-dir>/config.json fills only what env and flags left at default.
       const sources = Object.fromEntries(cmd.options.map((opt) => [opt.attributeName(), cmd.getOptionValueSource(opt.attributeName())]));

@@ -8,6 +8,7 @@ import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
+import { causes, endClient, tracer } from '../ops/tracing.js';
 import type { Sql, Store } from '../store/sql.js';
 import { onEventRecorded } from '../store/events.js';
 import { claimDue, nextDueWithRoom, recordAttempts, releaseStaleLeases, subscriptions, subscriptionsChanged, type AttemptRecord, type ClaimedDelivery } from '../store/webhooks.js';
@@ -311,7 +312,18 @@ export class DeliveryWorker {
       'webhook-signature': [standardSignature(d.secret, d.event_id, ts, d.body), ...(overlap ? [standardSignature(overlap, d.event_id, ts, d.body)] : [])].join(' '),
     };
     if (overlap) headers['x-service-signature-previous'] = serviceSignature(overlap, d.body);
-    const res = await this.#post(url, headers, d.body);
+    // Traced: an HTTP CLIENT span per attempt, whose traceparent the receiver's trace continues; linked to the spans
+    // the event came from (a settlement's confirmation). Not the URL's path or query: they can hold a receiver's secret.
+    const span = tracer?.start('POST', {
+      kind: 'client', links: causes.forEvent(d.event_id),
+      attributes: {
+        'http.request.method': 'POST', 'url.scheme': url.protocol.slice(0, -1), 'server.address': host, 'server.port': Number(url.port || (url.protocol === 'https:' ? 443 : 80)),
+        'http.request.resend_count': d.attempts > 1 ? d.attempts - 1 : undefined,
+        'node_svc.node': d.node_id, 'node_svc.subscription.id': d.subscription_id, 'node_svc.delivery.id': d.id, 'node_svc.event.id': d.event_id,
+      },
+    });
+    if (span) headers.traceparent = span.traceparent;
+    const res = await (span ? endClient(span, this.#post(url, headers, d.body)) : this.#post(url, headers, d.body));
     const ra = res.headers['retry-after'];
     return { status: res.statusCode ?? null, error: null, retryAfter: parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, this.#o.now()) };
   }

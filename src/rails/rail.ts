@@ -74,6 +74,11 @@ export interface Rail {
    * rail remembers of the account's sends (a nonce) may be stale; read it again from the store and the rail.
    */
   takeover?(): void;
+  /**
+   * What a settlement's client spans say of the peer the rail talks to (semantic conventions: server.address,
+   * server.port, rpc.system): never a key, nor a URL's userinfo or query.
+   */
+  readonly peer?: Readonly<Record<string, string | number>>;
   /** The name of the account the rail settles from (wallet address, connected account): one settler per account. */
   readonly account?: string;
   /** Given the store and a way to wake the settler (e.g. on a processor webhook), before the first tick. */

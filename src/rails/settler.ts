@@ -9,9 +9,12 @@ import { randomBytes } from 'node:crypto';
 import type { Sql, Store } from '../store/sql.js';
 import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
+
+type RecordEvent = typeof recordEvent;
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
 import { streams, type StreamRow } from '../store/streams.js';
-import type { Rail } from './rail.js';
+import type { Rail, SettlementState } from './rail.js';
+import { causes, errorType, tracer, type Span } from '../ops/tracing.js';
 
 export interface SettlementPolicy {
   /** Settle when the unsettled amount reaches this many micro units. */
@@ -232,6 +235,7 @@ export class Settler {
       if (!s.reference) return void (await this.#fenced((tx) => settlements.failed(tx, s.id, 'interrupted before it was sent')));
     }
     let st;
+    const asked = Date.now(); // a settlement.confirm span, when this call moves the settlement, starts here
     try {
       st = await this.rail.status(s);
     } catch (err) {
@@ -242,6 +246,38 @@ export class Settler {
     const row = await streams.get(this.store.q, s.node_id, s.stream);
     if (!row) return;
     const data = (reference: string) => ({ stream: row.id, budget: row.budget, asset: row.asset, amountMicro: s.amount_micro.toString(), reference });
+    // Traced: a status read that moved the settlement (not every poll of one still waiting), linked to its submit.
+    const moved = st.state === 'final' || st.state === 'failed' ? st.state
+      : st.state === 'checkpointed' ? (s.status === 'checkpointed' ? undefined : 'checkpointed')
+      : st.rebroadcast ? 'rebroadcast' : s.status === 'checkpointed' ? 'reorged' : undefined;
+    const span = tracer && moved ? tracer.start('settlement.confirm', {
+      kind: 'client', startTime: asked, links: causes.forSettlement(s.id),
+      attributes: { ...this.rail.peer, ...this.#spanAttrs(s.node_id, s.stream, s.id, s.amount_micro), 'node_svc.settlement.state': moved },
+    }) : undefined;
+    // Its events' deliveries link to it: remembered as each is recorded (a delivery may start as soon as they commit).
+    const record: RecordEvent = !span ? recordEvent : async (...a) => {
+      const e = await recordEvent(...a);
+      causes.event(e.id, [span.ref, ...causes.forSettlement(s.id)]);
+      return e;
+    };
+    try {
+      await this.#confirm(s, st, row, now, data, record);
+      if (st.state === 'failed') span?.fail('settlement failed'); // the rail's error text stays in the log and the finality view
+    } catch (err) {
+      span?.set({ 'error.type': errorType(err) });
+      span?.fail(errorType(err));
+      throw err;
+    } finally {
+      span?.end();
+    }
+  }
+
+  #spanAttrs(node: string, stream: string, id: string, amount: bigint) {
+    return { 'node_svc.rail': this.rail.mode, 'node_svc.node': node, 'node_svc.stream': stream, 'node_svc.settlement.id': id, 'node_svc.amount_micro': amount.toString() };
+  }
+
+  /** Record what the rail said of a sent settlement, with its events, in one fenced write. */
+  async #confirm(s: SettlementRow, st: SettlementState, row: StreamRow, now: number, data: (reference: string) => Record<string, unknown>, recordEvent: RecordEvent): Promise<void> {
     await this.#fenced(async (db) => {
       const ref = s.reference!;
       if (st.state === 'failed') {
@@ -324,12 +360,25 @@ export class Settler {
       return settlements.insert(db, { nodeId: row.node_id, stream: row.id, rail: this.rail.mode, amount, now: this.now() });
     });
     if (!id) return;
+    // Traced: a CLIENT span to the chain RPC or the processor, linked to the vouchers it settles (accepted earlier, in
+    // their requests' traces); its confirmations and their deliveries link back to it.
+    let span: Span | undefined;
+    if (tracer) {
+      const vouchers = causes.takeVouchers(row.node_id, row.id);
+      span = tracer.start('settlement.submit', { kind: 'client', links: vouchers, attributes: { ...this.rail.peer, ...this.#spanAttrs(row.node_id, row.id, id, amount) } });
+      causes.settlement(id, [span.ref, ...vouchers]);
+    }
     try {
       // Durable (and fenced) before the rail sends anything: a daemon that lost the lease sends nothing.
-      await this.rail.submit(row, amount, async (reference, detail) => { await this.#fenced((tx) => settlements.submitted(tx, id, reference, detail, this.now())); });
+      await this.rail.submit(row, amount, async (reference, detail) => {
+        span?.set({ 'node_svc.settlement.reference': reference });
+        await this.#fenced((tx) => settlements.submitted(tx, id, reference, detail, this.now()));
+      });
       metrics.settlements.inc({ rail: this.rail.mode, state: 'submitted' });
       log.info('settlement submitted', { settlement: id, stream: row.id, amountMicro: amount.toString() });
     } catch (err) {
+      span?.set({ 'error.type': errorType(err) });
+      span?.fail(errorType(err));
       if (err instanceof LeaseLost) throw err;
       const e = err as { shortMessage?: string; message?: string };
       const message = (e.shortMessage ?? e.message ?? 'error').split('\n')[0]!.slice(0, 300);
@@ -340,6 +389,8 @@ export class Settler {
         this.#failed(row.node_id, row.id);
       }
       log.warn('settlement submit failed', { settlement: id, error: message });
+    } finally {
+      span?.end();
     }
   }
 }

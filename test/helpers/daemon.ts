@@ -22,7 +22,7 @@ export interface RunningDaemon {
 export interface DaemonOptions {
   /** `--rate-limit N` (0 turns it off; default 0 so tests are not throttled). */
   rateLimit?: number;
-  /** Extra environment; inherited NODE_SVC_* variables are dropped first. */
+  /** Extra environment; inherited NODE_SVC_* and OTEL_* variables are dropped first (tracing is the test's choice). */
   env?: Record<string, string>;
   /** How long to wait for `listening on URL` (default 30 s). */
   startTimeoutMs?: number;
@@ -35,7 +35,7 @@ const LISTENING_RE = /listening on (http:\/\/\S+)/;
 /** `node bin/node-svc --data-dir <dir> daemon --port 0 --rate-limit <n>`; resolves once it prints its URL. */
 export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<RunningDaemon> {
   const env: NodeJS.ProcessEnv = {};
-  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_')) env[k] = v;
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('NODE_SVC_') && !k.startsWith('OTEL_')) env[k] = v;
   // With the run's PostgreSQL server (NODE_SVC_TEST_STORE=postgres): the data dir's own database, unless the test
   // chose a store itself.
   if (testServerUrl() && !(opts.env && 'NODE_SVC_STORE' in opts.env)) env.NODE_SVC_STORE = await storeUrlFor(dataDir);

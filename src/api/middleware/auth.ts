@@ -1,7 +1,9 @@
 import type { MiddlewareHandler } from 'hono';
 import { NodeSvcError } from '../../domain/errors.js';
+import type { Span } from '../../ops/tracing.js';
 
-export type AuthEnv = { Variables: { node: string; token: string } };
+/** `span`: the request's server span, set only while tracing is on (middleware/trace.ts). */
+export type AuthEnv = { Variables: { node: string; token: string; span?: Span } };
 
 const unauthorized = (detail: string) => new NodeSvcError('unauthorized', detail, { status: 401 });
 

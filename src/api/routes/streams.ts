@@ -11,6 +11,7 @@ import {
 } from '../schemas.js';
 import { problem } from '../problem.js';
 import { metrics } from '../../ops/metrics.js';
+import { causes, inSpan } from '../../ops/tracing.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -59,7 +60,10 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
       },
     }),
     async (c) => {
-      const r = await verifyCredential(d, c.get('node'), c.req.valid('json').credential);
+      const node = c.get('node');
+      // The span names the refusal, never the JWS.
+      const r = await inSpan(c.get('span'), 'credential.verify', { 'node_svc.node': node }, () => verifyCredential(d, node, c.req.valid('json').credential), (r, span) =>
+        span.set(r.valid ? { 'node_svc.credential.valid': true, 'node_svc.stream': r.stream, 'node_svc.credential.id': r.credentialId } : { 'node_svc.credential.valid': false, 'node_svc.refusal': r.refusal }));
       metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
       if (r.valid) return c.json(r, 200);
       return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
@@ -117,7 +121,24 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
     }),
     async (c) => {
       const body = c.req.valid('json');
-      return c.json(await submitVoucher(d, c.get('node'), c.req.valid('param').id, body.voucher, body.credential), 200);
+      const node = c.get('node');
+      const id = c.req.valid('param').id;
+      // An accepted voucher's span is remembered for the settlement that will settle it (a span link: ops/tracing.ts).
+      // Remembered before the commit (the settler may take the stream as soon as it is billed), forgotten if not accepted.
+      const r = await inSpan(c.get('span'), 'voucher.accept', { 'node_svc.node': node, 'node_svc.stream': id }, async (span) => {
+        if (span) causes.voucher(node, id, span.ref);
+        try {
+          return await submitVoucher(d, node, id, body.voucher, body.credential);
+        } catch (err) {
+          if (span) causes.forgetVoucher(node, id, span.ref);
+          throw err;
+        }
+      }, (r, span) => {
+        if (r.accepted) return span.set({ 'node_svc.voucher.accepted': true, 'node_svc.billed_micro': r.billedMicro, 'node_svc.stream.exhausted': r.exhausted });
+        causes.forgetVoucher(node, id, span.ref);
+        span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
+      });
+      return c.json(r, 200);
     },
   );
   return reads;

@@ -166,6 +166,9 @@ export class CardRail implements Rail {
   /** Funded readings reused by refreshes (PaymentIntent → when read, the answer, its deadline). */
   readonly #funded = new Map<string, { at: number; check: FundingCheck; deadline: number }>();
 
+  /** The processor's API, as settlement spans name it (host and port only). */
+  readonly peer: Readonly<Record<string, string | number>>;
+
   constructor(c: CardConfig) {
     if (c.api && c.env !== 'sandbox') throw configError('a processor API URL (--card-api) is only accepted on the sandbox rail');
     this.#c = c;
@@ -177,6 +180,8 @@ export class CardRail implements Rail {
       const protocol = u.protocol === 'https:' ? 'https' : 'http';
       endpoint = { host: u.hostname, port: Number(u.port || (protocol === 'https' ? 443 : 80)), protocol };
     }
+    const e = endpoint as { host?: string; port?: number };
+    this.peer = { 'server.address': e.host ?? 'api.stripe.com', 'server.port': e.port ?? 443 }; // the client's own default
     this.#stripe = new Stripe(c.key, {
       maxNetworkRetries: c.maxNetworkRetries ?? 2,
       timeout: 15_000,

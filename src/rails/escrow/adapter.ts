@@ -85,8 +85,13 @@ export class EscrowRail implements Rail {
   /** Sends of this wallet, one at a time (nonce order is the chain's only order). */
   #sending: Promise<unknown> = Promise.resolve();
 
+  /** The chain RPC, as settlement spans name it (JSON-RPC; host and port only). */
+  readonly peer: Readonly<Record<string, string | number>>;
+
   constructor(c: EscrowConfig) {
     this.#c = c;
+    const u = new URL(c.rpcUrl);
+    this.peer = { 'rpc.system': 'jsonrpc', 'server.address': u.hostname.replace(/^\[|\]$/g, ''), 'server.port': Number(u.port || (u.protocol === 'https:' ? 443 : 80)) };
     this.env = c.env;
     this.#now = c.now ?? Date.now;
     // Short attempts, retried: an RPC that leaves one call unanswered (seen with ganache's eth_estimateGas under 1 s
