@@ -22,7 +22,9 @@ const EXIT_BY_STATUS: Record<number, number> = { 400: EXIT.usage, 404: EXIT.notF
 export class ApiError extends NodeSvcError {
   constructor(readonly problem: Problem) {
     const { type: _t, title: _ti, status: _s, detail: _d, code: _c, ...extra } = problem;
-    super(problem.code as never, problem.detail, { status: problem.status, exitCode: EXIT_BY_STATUS[problem.status] ?? EXIT.other, extra });
+    // request_refused (422) is the caller's request refused by a documented rule: a usage error, like a 400.
+    const exitCode = problem.code === 'request_refused' ? EXIT.usage : EXIT_BY_STATUS[problem.status] ?? EXIT.other;
+    super(problem.code as never, problem.detail, { status: problem.status, exitCode, extra });
   }
 }
 

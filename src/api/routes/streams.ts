@@ -7,7 +7,7 @@ import { finality, headroom, listStreams, streamVerify, submitVoucher } from '..
 import { verifyCredential } from '../../service/streams.js';
 import {
   CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
-  VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses,
+  VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses, requestRefusedResponse,
 } from '../schemas.js';
 import { problem } from '../problem.js';
 import { metrics } from '../../ops/metrics.js';
@@ -70,7 +70,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
     createRoute({
       method: 'get', path: '/v1/streams', tags: ['streams'], security, operationId: 'listStreams', summary: "The caller's streams, by id or by last activity, open or closed, cursor-paginated",
       request: { query: StreamListQuery },
-      responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429) },
+      responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429), ...requestRefusedResponse('cursor_unknown') },
     }),
     async (c) => {
       const q = c.req.valid('query');
