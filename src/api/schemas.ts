@@ -202,7 +202,13 @@ export const ControlRefusal = RefusalProblem.extend({ refusal: z.enum(CONTROL_RE
 const money = { asset: z.string(), amountMicro: Micro };
 export const EVENT_DATA = {
   'settlement.checkpointed': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
-  'settlement.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'settlement.final': z.object({
+    stream: z.string(), budget: z.string(), ...money, reference: z.string(),
+    receipt: z.string().optional().openapi({
+      description: 'Added in contract 1.2.0 (additive; the event schema stays 1.1.0): the signed settlement receipt, a compact JWS (EdDSA, typ node-svc-receipt+jwt) ' +
+        'to check offline against GET /v1/receipts/jwks.json (`node-svc receipts verify`, SDK verifyReceipt). Absent on events recorded before receipts existed',
+    }),
+  }),
   'capture.created': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
   'refund.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
   'stream.revoked': z.object({ stream: z.string(), budget: z.string().optional(), reason: z.string().optional() }),
@@ -226,3 +232,23 @@ export const envelopeOf = (kind: keyof typeof EVENT_DATA) =>
 export const Envelope = z
   .object({ id: z.string(), type: z.enum(EVENT_KIND_LIST as [string, ...string[]]), schemaVersion: z.enum(SCHEMA_VERSIONS), occurredAt: Time, externalRef: z.string(), data: z.record(z.string(), z.unknown()) })
   .openapi('EventEnvelope');
+
+// ---- receipts ----
+export const ReceiptJwk = z
+  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), alg: z.literal('EdDSA'), use: z.literal('sig') })
+  .openapi('ReceiptJwk', { description: 'A public receipt key (never a private member)' });
+export const ReceiptJwks = z.object({ keys: z.array(ReceiptJwk) }).openapi('ReceiptJwks', {
+  description: 'The daemon receipt keys that are not retired: the active one and rotated ones (their receipts still verify)',
+});
+export const StreamReceipt = z
+  .object({
+    stream: z.string(),
+    amountMicro: Micro.openapi({ description: 'The cumulative amount the receipt says is final (the highest final settlement)' }),
+    finalAt: Time,
+    kid: z.string().openapi({ description: 'The receipt key that signed it' }),
+    receipt: z.string().openapi({
+      description: 'Compact JWS, header {alg: EdDSA, typ: node-svc-receipt+jwt, kid}; claims iss, iat, jti (the settlement id), node, stream, asset, ' +
+        'amountMicro, finalAt, rail (escrow | card) and escrow {chainId, contract, txHash, blockNumber, channel?} or card {processor, captureId, paymentIntent?, account?}',
+    }),
+  })
+  .openapi('StreamReceipt');

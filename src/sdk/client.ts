@@ -119,6 +119,8 @@ export function createClient(opts: ClientOptions) {
     verifyStream: (id: string) => call<{ stream: string; open: boolean; payable: boolean; status: string; reason: string | null }>('GET', `/v1/streams/${enc(id)}/verify`),
     headroom: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/headroom`),
     finality: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/finality`),
+    receipt: (id: string) => call<{ stream: string; amountMicro: string; finalAt: string; kid: string; receipt: string }>('GET', `/v1/streams/${enc(id)}/receipt`),
+    receiptJwks: () => call<{ keys: Record<string, unknown>[] }>('GET', '/v1/receipts/jwks.json'),
     submitVoucher: (id: string, voucher: unknown, credential?: string) =>
       call<Record<string, unknown>>('POST', `/v1/streams/${enc(id)}/vouchers`, credential === undefined ? { voucher } : { voucher, credential }),
     control: (message: string) => call<Record<string, unknown>>('POST', '/v1/control', { message }),
