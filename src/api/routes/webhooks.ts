@@ -145,7 +145,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
             param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page; a cursor this API did not give out is 422 `cursor_unknown`; not with `since` (422 `cursor_with_since`)' },
           }),
           type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }),
-          since: z.string().max(64).regex(new RegExp(SINCE_PATTERN)).optional().openapi({
+          since: z.string().max(64).regex(new RegExp(SINCE_PATTERN), { message: 'is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)' }).optional().openapi({
             param: { name: 'since', in: 'query' },
             description: 'RFC 3339 time: start at the first event recorded at or after it (instead of a cursor: both are 422 `cursor_with_since`); ' +
               'a value of this shape that is not a real time is 422 `since_invalid`',
