@@ -3,7 +3,7 @@ import { isIP } from 'node:net';
 import { invalidRequest, limitExceeded, notFound, requestRefused } from '../domain/errors.js';
 import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
-import { hasControl } from '../domain/text.js';
+import { hasControl, lengthOver } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, START, type EventPosition, type EventRow } from '../store/events.js';
@@ -50,7 +50,7 @@ export function refuseControl(field: string, value: string | undefined): void {
  * `url_target_refused` for an IP the target policy refuses), naming the problem.
  */
 function checkUrl(d: Deps, raw: string): string {
-  if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
+  if (lengthOver(raw, MAX_URL_LENGTH)) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`); // the schema's maxLength
   // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
   refuseControl('url', raw);
   const bad = (detail: string) => requestRefused('url_invalid', detail);

@@ -1,6 +1,7 @@
 import { createRoute, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { invalidRequest } from '../../domain/errors.js';
+import { lengthOver } from '../../domain/text.js';
 import type { AuthEnv } from '../middleware/auth.js';
 import type { Deps } from '../../service/deps.js';
 import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
@@ -23,7 +24,7 @@ export type StreamReads = Map<string, StreamRead>;
 
 /** The one check of the path parameter (the route's StreamId schema, 1 to 256 characters): a 400 naming it. */
 export function checkStreamId(id: string): void {
-  if (id.length < 1 || id.length > 256) {
+  if (id.length < 1 || lengthOver(id, 256)) {
     const message = 'must be 1 to 256 characters';
     throw invalidRequest(`invalid request: id: ${message}`, { issues: [{ path: 'id', message }] });
   }
