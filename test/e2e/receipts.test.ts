@@ -57,10 +57,12 @@ describe('receipts on the escrow rail (real daemon, local chain)', () => {
   let receipt: string;
   let jwksFile: string;
   let cli: ReturnType<typeof cliFor>;
+  let token: string;
 
   beforeAll(async () => {
     [chain, issuer, t, other] = await Promise.all([startSandboxChain(), issuerKeyPair(), tempDataDir('node-svc-receipts-'), tempDataDir('node-svc-receipts-other-')]);
     const { tokenA } = await setupNodes(t.dataDir, issuer);
+    token = tokenA;
     const keyFile = await writeKeyFile(t.root, chain.operator.key);
     daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--settle-threshold': '1', '--confirmations': '2' }));
     A = clientOf(daemon.url, tokenA);
@@ -119,6 +121,9 @@ describe('receipts on the escrow rail (real daemon, local chain)', () => {
     const got = await A.get(`/v1/streams/${stream}/receipt`);
     expect(got.status, got.text).toBe(200);
     expect(got.body).toEqual({ stream, amountMicro: '1500000', finalAt: claims.finalAt, kid: header.kid, receipt });
+    const bare = await cli('streams', 'receipt', stream, '--url', daemon.url, '--token', token);
+    expect(bare.code, bare.stderr).toBe(0);
+    expect(bare.stdout).toBe(`${receipt}\n`); // piped: the bare JWS, for JWS=$(node-svc streams receipt …)
 
     // The JWKS: the same over HTTP (bearer) and from the store (CLI); public members only.
     const httpJwks = await A.get('/v1/receipts/jwks.json');

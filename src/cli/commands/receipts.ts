@@ -13,7 +13,7 @@ export const jwks = (g: GlobalOptions): Promise<CommandResult> =>
   withStore(g, async (s) => {
     await ensureReceiptKey(s);
     const data = await receiptJwks(s);
-    return { data, human: JSON.stringify(data, null, 2), plainWhenPiped: false };
+    return { data, human: JSON.stringify(data, null, 2) };
   });
 
 export const keys = (g: GlobalOptions): Promise<CommandResult> =>
