@@ -7,7 +7,7 @@ import { effectiveCap, fundingSource, FundingUnavailable, type FundingCheck } fr
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
-import { EXTERNAL_ID_RE } from '../domain/ids.js';
+import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
@@ -286,12 +286,14 @@ function readCursor(cursor: string | undefined, sort: 'id' | 'activity'): { afte
   } catch {
     throw unknown('not UTF-8');
   }
+  // A stream id: 1 to 256 characters, no control characters (whatever registered it).
+  const isId = (id: string) => id.length > 0 && !lengthOver(id, 256) && !hasControl(id);
   if (sort === 'id') {
-    if (!EXTERNAL_ID_RE.test(text)) throw unknown('not a stream id');
+    if (!isId(text)) throw unknown('not a stream id');
     return { afterId: text, afterAt: null };
   }
   const m = /^(\d{1,16}):(.*)$/s.exec(text);
-  if (!m || !EXTERNAL_ID_RE.test(m[2]!)) throw unknown('not a position of this sort');
+  if (!m || !isId(m[2]!)) throw unknown('not a position of this sort');
   return { afterId: m[2]!, afterAt: Number(m[1]) };
 }
 
