@@ -3,6 +3,9 @@
 // and `node-svc receipts jwks` give the same receipt and keys; `node-svc receipts verify` (the SDK's verifyReceipt)
 // accepts it, and refuses by name a tampered receipt, another daemon's key, the wrong node, and an RPC that disagrees.
 import { generateKeyPairSync } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Hex } from 'viem';
@@ -169,6 +172,17 @@ describe('receipts on the escrow rail (real daemon, local chain)', () => {
     await expectRefused([receipt, '--jwks', otherFile], 'bad_signature');
 
     await expectRefused([receipt, '--jwks', jwksFile, '--node', 'node-b'], 'wrong_node');
+    // The JWKS from a URL (as a third party would fetch the operator's published copy; loopback http is allowed).
+    const published = createServer((_req, res) => res.writeHead(200, { 'content-type': 'application/json' }).end(readFileSync(jwksFile)));
+    await new Promise<void>((r) => published.listen(0, '127.0.0.1', r));
+    try {
+      const url = `http://127.0.0.1:${(published.address() as AddressInfo).port}/receipts-jwks.json`;
+      const fetched = await cli('receipts', 'verify', receipt, '--jwks', url, '--node', 'node-a');
+      expect(fetched.code, fetched.stdout + fetched.stderr).toBe(0);
+      expect(json(fetched.stdout)).toMatchObject({ valid: true });
+    } finally {
+      await new Promise((r) => published.close(r));
+    }
     // A human on a terminal gets the same answer in words (here: --format table).
     const words = await cli('receipts', 'verify', receipt, '--jwks', jwksFile, '--node', 'node-b', '--format', 'table');
     expect(words.stdout).toMatch(/^refused: wrong_node/);
