@@ -20,6 +20,7 @@ import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
+import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
 
@@ -99,6 +100,14 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     if (store.dialect === 'sqlite') unlock = lockDataDir(o.dataDir);
   } catch (err) {
     await store.close();
+    throw err;
+  }
+  // The receipt key exists before anything can become final (made once, shared by every daemon on the store).
+  try {
+    await ensureReceiptKey(store);
+  } catch (err) {
+    await store.close();
+    unlock();
     throw err;
   }
   const config = { ...DEFAULT_SERVICE_CONFIG, ...(o.rail ? { settlementStuckMs: o.rail.policy.stuckAfterMs } : {}), ...o.service };

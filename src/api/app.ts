@@ -12,6 +12,7 @@ import { onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
 import { webhookRoutes } from './routes/webhooks.js';
+import { receiptRoutes } from './routes/receipts.js';
 import { openApiDocument } from './openapi.js';
 import { metrics, renderMetrics } from '../ops/metrics.js';
 import { opsGauges } from '../ops/gauges.js';
@@ -84,6 +85,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   const reads = streamRoutes(app, d);
   controlRoutes(app, d);
   webhookRoutes(app, d);
+  receiptRoutes(app, d);
 
   // Generated on first use: most daemons never serve it, and building it costs memory (bench/delivery RSS).
   let generated: ReturnType<typeof openApiDocument> | undefined;

@@ -1,7 +1,7 @@
 // zod schemas: they validate requests, type handlers and generate /openapi.json (never hand-edited).
 import { z } from '@hono/zod-openapi';
 import { EVENT_KIND_LIST, HALT_REASONS, SCHEMA_VERSIONS } from '../domain/events.js';
-import { REFUSALS, VOUCHER_REFUSALS, CONTROL_REFUSALS } from '../domain/refusals.js';
+import { REFUSALS, VOUCHER_REFUSALS, CONTROL_REFUSALS, REQUEST_REFUSALS } from '../domain/refusals.js';
 import { STAGES } from '../domain/stages.js';
 import { NO_CONTROL_PATTERN } from '../domain/text.js';
 
@@ -17,7 +17,7 @@ export const Problem = z
     title: z.string(),
     status: z.number().int(),
     detail: z.string(),
-    code: z.enum(['unauthorized', 'not_found', 'method_not_allowed', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'conflict', 'internal', 'unavailable']),
+    code: z.enum(['unauthorized', 'not_found', 'method_not_allowed', 'invalid_request', 'payload_too_large', 'unsupported_media_type', 'rate_limited', 'limit_exceeded', 'credential_refused', 'voucher_refused', 'control_refused', 'request_refused', 'not_final', 'conflict', 'internal', 'unavailable']),
     refusal: z.string().optional().openapi({ description: 'For *_refused: the named refusal' }),
     valid: z.literal(false).optional(),
     issues: z.array(z.object({ path: z.string(), message: z.string() })).optional(),
@@ -35,7 +35,7 @@ export const problemResponses = (...statuses: number[]) =>
     ]),
   );
 const PROBLEM_DESCRIPTIONS: Record<number, string> = {
-  400: 'Malformed JSON or UTF-8, missing or unknown fields, unknown query parameters, invalid values (each named)',
+  400: 'invalid_request: the request does not match this document (malformed JSON or UTF-8, missing or unknown fields, unknown query parameters, a value outside its schema; each named)',
   401: 'Missing, unknown or revoked bearer token',
   404: 'Unknown, or owned by another node (never 403)',
   413: 'Body over 64 KiB',
@@ -45,6 +45,15 @@ const PROBLEM_DESCRIPTIONS: Record<number, string> = {
   503: "The stream's rail (chain RPC, card processor) cannot be read now: retry after Retry-After; never a payable answer",
 };
 export const RefusalProblem = Problem.extend({ refusal: z.string() }).openapi('RefusalProblem');
+
+/** 422 request_refused: the request matches the document; a rule the document names refuses it (`refusal` names which). */
+export const RequestRefusal = RefusalProblem.extend({ code: z.literal('request_refused'), refusal: z.enum(REQUEST_REFUSALS) }).openapi('RequestRefusal');
+export const requestRefusedResponse = (rules: string) => ({
+  422: {
+    description: `request_refused: the request matches this document and a rule it names refuses it; \`refusal\` says which (${rules})`,
+    content: { 'application/problem+json': { schema: RequestRefusal } },
+  },
+});
 
 export const VerifyRequest = z
   .strictObject({
@@ -148,7 +157,7 @@ export const StreamSummary = z
   .openapi('StreamSummary');
 export const StreamList = z.object({ data: z.array(StreamSummary), nextCursor: z.string().nullable() }).openapi('StreamList');
 export const Paging = z.object({
-  cursor: z.string().max(1024).optional().openapi({ param: { name: 'cursor', in: 'query' } }),
+  cursor: z.string().max(1024).optional().openapi({ param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page of the same sort; any other is 422 `cursor_unknown`' } }),
   limit: z.coerce.number().int().min(1).max(500).default(100).openapi({ param: { name: 'limit', in: 'query' } }),
 });
 export const StreamListQuery = Paging.extend({
@@ -193,7 +202,13 @@ export const ControlRefusal = RefusalProblem.extend({ refusal: z.enum(CONTROL_RE
 const money = { asset: z.string(), amountMicro: Micro };
 export const EVENT_DATA = {
   'settlement.checkpointed': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
-  'settlement.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'settlement.final': z.object({
+    stream: z.string(), budget: z.string(), ...money, reference: z.string(),
+    receipt: z.string().optional().openapi({
+      description: 'Added in contract 1.2.0 (additive; the event schema stays 1.1.0): the signed settlement receipt, a compact JWS (EdDSA, typ node-svc-receipt+jwt) ' +
+        'to check offline against GET /v1/receipts/jwks.json (`node-svc receipts verify`, SDK verifyReceipt). Absent on events recorded before receipts existed',
+    }),
+  }),
   'capture.created': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
   'refund.final': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
   'stream.revoked': z.object({ stream: z.string(), budget: z.string().optional(), reason: z.string().optional() }),
@@ -217,3 +232,23 @@ export const envelopeOf = (kind: keyof typeof EVENT_DATA) =>
 export const Envelope = z
   .object({ id: z.string(), type: z.enum(EVENT_KIND_LIST as [string, ...string[]]), schemaVersion: z.enum(SCHEMA_VERSIONS), occurredAt: Time, externalRef: z.string(), data: z.record(z.string(), z.unknown()) })
   .openapi('EventEnvelope');
+
+// ---- receipts ----
+export const ReceiptJwk = z
+  .object({ kty: z.literal('OKP'), crv: z.literal('Ed25519'), x: z.string(), kid: z.string(), alg: z.literal('EdDSA'), use: z.literal('sig') })
+  .openapi('ReceiptJwk', { description: 'A public receipt key (never a private member)' });
+export const ReceiptJwks = z.object({ keys: z.array(ReceiptJwk) }).openapi('ReceiptJwks', {
+  description: 'The daemon receipt keys that are not retired: the active one and rotated ones (their receipts still verify)',
+});
+export const StreamReceipt = z
+  .object({
+    stream: z.string(),
+    amountMicro: Micro.openapi({ description: 'The cumulative amount the receipt says is final (the highest final settlement)' }),
+    finalAt: Time,
+    kid: z.string().openapi({ description: 'The receipt key that signed it' }),
+    receipt: z.string().openapi({
+      description: 'Compact JWS, header {alg: EdDSA, typ: node-svc-receipt+jwt, kid}; claims iss, iat, jti (the settlement id), node, stream, asset, ' +
+        'amountMicro, finalAt, rail (escrow | card) and escrow {chainId, contract, txHash, blockNumber, channel?} or card {processor, captureId, paymentIntent?, account?}',
+    }),
+  })
+  .openapi('StreamReceipt');

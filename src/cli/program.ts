@@ -57,6 +57,19 @@ export function buildProgram(sink: Sink, json = false): Command {
     .option('--remote', 'ask the daemon at --url instead of verifying offline')
     .action(run(async (g, jws: string, o: { node?: string; remote?: boolean }) => (await import('./commands/verify.js')).verify(g, jws, o)));
 
+  const receipts = program.command('receipts').description('signed settlement receipts: the daemon receipt keys (from the store) and the offline check');
+  const R = () => import('./commands/receipts.js');
+  receipts.command('jwks').description('print the receipt JWKS to publish for receipt checkers (public keys only; makes the first key if none exists)')
+    .action(run(async (g) => (await R()).jwks(g)));
+  receipts.command('keys').description('list the receipt keys: active, rotated (still published), retired').action(run(async (g) => (await R()).keys(g)));
+  receipts.command('rotate').description('a new active receipt key; the previous one stays in the JWKS').action(run(async (g) => (await R()).rotate(g)));
+  receipts.command('retire <kid>').description('leave a rotated receipt key out of the JWKS (its receipts stop verifying)').action(run(async (g, kid: string) => (await R()).retire(g, kid)));
+  receipts.command('verify <jws>').description('check a receipt: signature against the receipt JWKS, claims, and with --rpc the transaction on chain ("-" reads stdin; exit 1 when refused)')
+    .option('--jwks <file-or-url>', "the daemon's receipt JWKS (default: the keys in the store of --data-dir / --store)")
+    .option('--node <id>', 'the node the receipt must name')
+    .option('--rpc <url>', 'escrow receipts: re-read the transaction on this chain RPC')
+    .action(run(async (g, jws: string, o: { jwks?: string; rpc?: string; node?: string }) => (await R()).verify(g, jws, o)));
+
   const streams = program.command('streams').description('streams of the node behind --token (asks the daemon at --url)');
   const S = () => import('./commands/streams.js');
   streams.command('list').description("the node's streams").option('--cursor <c>', 'continue from a cursor').option('--limit <n>', 'page size (1-500)').option('--all', 'follow every page')
@@ -66,6 +79,8 @@ export function buildProgram(sink: Sink, json = false): Command {
   streams.command('verify <id>').description('open and payable? (exit 1 when not)').action(run(async (g, id: string) => (await S()).verify(g, id)));
   streams.command('headroom <id>').description('remaining cap, units, rate, degradation stage').action(run(async (g, id: string) => (await S()).headroom(g, id)));
   streams.command('finality <id>').description('settled-frontier finality and billed truth').action(run(async (g, id: string) => (await S()).finality(g, id)));
+  streams.command('receipt <id>').description("the signed receipt of the stream's highest final settlement (the bare JWS when piped; --json for the object)")
+    .action(run(async (g, id: string) => (await S()).receipt(g, id)));
 
   const webhooks = program.command('webhooks').description('webhook subscriptions of the node behind --token (asks the daemon at --url)');
   const W = () => import('./commands/webhooks.js');

@@ -1,14 +1,11 @@
 // Dev-only signing: credentials, JWS vouchers and control facts as an issuer and a payer would make them.
-import { sign, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
+import { signCompactEdDSA } from '../sdk/jws.js';
 import type { SandboxState } from './state.js';
 import { keyOf, publicJwk } from './state.js';
 
-const b64 = (v: unknown) => Buffer.from(JSON.stringify(v)).toString('base64url');
-
-export function signJws(header: Record<string, unknown>, payload: Record<string, unknown>, privateJwk: Record<string, unknown>): string {
-  const input = `${b64(header)}.${b64(payload)}`;
-  return `${input}.${sign(null, Buffer.from(input), keyOf(privateJwk)).toString('base64url')}`;
-}
+export const signJws = (header: Record<string, unknown>, payload: Record<string, unknown>, privateJwk: Record<string, unknown>): string =>
+  signCompactEdDSA(header, payload, keyOf(privateJwk));
 
 export interface CredentialOpts {
   stream: string;

@@ -1,3 +1,5 @@
+import type { RequestRefusal } from './refusals.js';
+
 // Stable error codes (jose util/errors habit): callers switch on `code`, never on messages.
 export type ErrorCode =
   | 'usage'
@@ -12,6 +14,8 @@ export type ErrorCode =
   | 'credential_refused'
   | 'voucher_refused'
   | 'control_refused'
+  | 'request_refused'
+  | 'not_final'
   | 'unavailable'
   | 'config'
   | 'store'
@@ -76,6 +80,14 @@ export const limitExceeded = (limit: string, max: number, message: string, retry
 /** A named refusal (credential, voucher, control): 422 with `refusal` in the problem body, exit 1 in the CLI. */
 export const refused = (code: 'credential_refused' | 'voucher_refused' | 'control_refused', refusal: string, detail: string, extra: Record<string, unknown> = {}) =>
   new NodeSvcError(code, detail, { status: 422, exitCode: EXIT.negative, extra: { refusal, ...extra } });
+
+/**
+ * A request that matches the OpenAPI document, refused by a rule the document names (DESIGN §15): 422 `request_refused`
+ * with `refusal` naming the rule. 400 `invalid_request` is only for a request the document itself does not allow.
+ * In the CLI it is a usage error (exit 2): the caller asked for something the API does not do.
+ */
+export const requestRefused = (refusal: RequestRefusal, detail: string, extra: Record<string, unknown> = {}) =>
+  new NodeSvcError('request_refused', detail, { status: 422, exitCode: EXIT.usage, extra: { refusal, ...extra } });
 
 /** A dependency cannot be read now (the chain RPC, the card processor): 503, retriable, never a yes. */
 export const unavailable = (message: string, retryAfterSeconds = 5) =>

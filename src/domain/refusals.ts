@@ -36,3 +36,14 @@ export const CONTROL_REFUSALS = [
   'replayed',
 ] as const;
 export type ControlRefusal = (typeof CONTROL_REFUSALS)[number];
+
+/**
+ * Request refusals (422 `request_refused`): the request matches the OpenAPI document, and a rule the document names
+ * refuses it. cursor_unknown: a `cursor` this API never gave out (or one of another `sort`); cursor_with_since: both
+ * `cursor` and `since` on GET /v1/events; since_invalid: a `since` of the documented shape that is not a real time;
+ * kind_not_in_schema_version: an `events` filter naming a kind the subscription's `schemaVersion` does not have;
+ * url_invalid: a webhook `url` that is not an absolute http(s) URL without userinfo or fragment (or too long once
+ * normalised); url_target_refused: a webhook `url` whose IP the daemon's target policy refuses.
+ */
+export const REQUEST_REFUSALS = ['cursor_unknown', 'cursor_with_since', 'since_invalid', 'kind_not_in_schema_version', 'url_invalid', 'url_target_refused'] as const;
+export type RequestRefusal = (typeof REQUEST_REFUSALS)[number];

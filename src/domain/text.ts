@@ -9,6 +9,12 @@ export const NO_CONTROL_PATTERN = '^[^\\u0000-\\u001f\\u007f-\\u009f]*$';
 
 export const hasControl = (s: string): boolean => CONTROL_RE.test(s);
 
+/**
+ * Characters as JSON Schema's maxLength counts them (code points, as zod 4 does too), not UTF-16 units: a string the
+ * OpenAPI document allows must never be refused as too long. Cheap when `.length` already answers.
+ */
+export const lengthOver = (s: string, max: number): boolean => s.length > max && [...s].length > max;
+
 const visible = (c: string) => {
   const n = c.charCodeAt(0);
   return n === 10 ? '\\n' : n === 13 ? '\\r' : n === 9 ? '\\t' : `\\x${n.toString(16).padStart(2, '0')}`;

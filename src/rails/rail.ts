@@ -2,6 +2,7 @@
 // Sandbox and production rails differ only in keys and endpoints, never in these semantics.
 import type { Hono } from 'hono';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
+import type { RailReference } from '../domain/receipts.js';
 import type { Sql, Store } from '../store/sql.js';
 import type { SettlementRow } from '../store/settlements.js';
 import type { StreamRow } from '../store/streams.js';
@@ -14,7 +15,8 @@ export type SettlementState =
   // (same nonce, higher fees: a new reference and detail) because it was not mined in time.
   | { state: 'submitted'; note?: string; rebroadcast?: { reference: string; detail: string; note: string } }
   | { state: 'checkpointed'; block?: bigint }
-  | { state: 'final' }
+  // `proof`: the rail's reference of what became final (the mined transaction, the capture), signed into its receipt.
+  | { state: 'final'; proof?: RailReference }
   | { state: 'failed'; error: string }; // will be retried with a new settlement
 
 /** What `node-svc status` shows of a rail: where it settles and whether that is reachable now. */

@@ -9,12 +9,13 @@ import { randomBytes } from 'node:crypto';
 import type { Sql, Store } from '../store/sql.js';
 import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
-
-type RecordEvent = typeof recordEvent;
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
 import { streams, type StreamRow } from '../store/streams.js';
+import { issueReceipt } from '../service/receipts.js';
 import type { Rail, SettlementState } from './rail.js';
 import { causes, errorType, tracer, type Span } from '../ops/tracing.js';
+
+type RecordEvent = typeof recordEvent;
 
 export interface SettlementPolicy {
   /** Settle when the unsettled amount reaches this many micro units. */
@@ -311,10 +312,16 @@ export class Settler {
           await recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
         }
         if (st.state === 'final') {
+          // Escrow: the transaction that was mined is the reference (a rebroadcast may have replaced the last one sent).
+          const finalRef = st.proof?.rail === 'escrow' ? st.proof.txHash : ref;
           await settlements.final(db, s.id, now);
-          await frontier.final(db, s.node_id, s.stream, s.amount_micro, ref, now);
+          await frontier.final(db, s.node_id, s.stream, s.amount_micro, finalRef, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'final' });
-          await recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, data(ref), now);
+          // The signed receipt travels in the event (an additive field) and stays readable at GET /v1/streams/{id}/receipt.
+          const receipt = st.proof
+            ? await issueReceipt(db, { jti: s.id, node: s.node_id, stream: row.id, asset: row.asset, amountMicro: s.amount_micro, finalAt: now, reference: st.proof }, now)
+            : undefined;
+          await recordEvent(db, s.node_id, 'settlement.final', `stream:${row.id}`, receipt ? { ...data(finalRef), receipt } : data(finalRef), now);
         }
       }
     });

@@ -22,7 +22,9 @@ const EXIT_BY_STATUS: Record<number, number> = { 400: EXIT.usage, 404: EXIT.notF
 export class ApiError extends NodeSvcError {
   constructor(readonly problem: Problem) {
     const { type: _t, title: _ti, status: _s, detail: _d, code: _c, ...extra } = problem;
-    super(problem.code as never, problem.detail, { status: problem.status, exitCode: EXIT_BY_STATUS[problem.status] ?? EXIT.other, extra });
+    // request_refused (422) is the caller's request refused by a documented rule: a usage error, like a 400.
+    const exitCode = problem.code === 'request_refused' ? EXIT.usage : EXIT_BY_STATUS[problem.status] ?? EXIT.other;
+    super(problem.code as never, problem.detail, { status: problem.status, exitCode, extra });
   }
 }
 
@@ -117,6 +119,8 @@ export function createClient(opts: ClientOptions) {
     verifyStream: (id: string) => call<{ stream: string; open: boolean; payable: boolean; status: string; reason: string | null }>('GET', `/v1/streams/${enc(id)}/verify`),
     headroom: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/headroom`),
     finality: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/finality`),
+    receipt: (id: string) => call<{ stream: string; amountMicro: string; finalAt: string; kid: string; receipt: string }>('GET', `/v1/streams/${enc(id)}/receipt`),
+    receiptJwks: () => call<{ keys: Record<string, unknown>[] }>('GET', '/v1/receipts/jwks.json'),
     submitVoucher: (id: string, voucher: unknown, credential?: string) =>
       call<Record<string, unknown>>('POST', `/v1/streams/${enc(id)}/vouchers`, credential === undefined ? { voucher } : { voucher, credential }),
     control: (message: string) => call<Record<string, unknown>>('POST', '/v1/control', { message }),

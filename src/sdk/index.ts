@@ -11,6 +11,8 @@ export { verifyWebhookSignature } from './signature.js';
 export { createConsumer, memoryStore, sqliteStore, type Consumer, type ConsumerOptions, type ConsumerStore, type ConsumerState, type HandleResult } from './consumer.js';
 export type { VerifyResult, ValidCredential, RefusedCredential } from '../domain/credential.js';
 export { REFUSALS, OFFLINE_REFUSALS } from '../domain/refusals.js';
+export { verifyReceipt, receiptKeySet, type VerifyReceiptOptions, type ReceiptResult, type ChainCheck } from './receipt.js';
+export { RECEIPT_TYP, RECEIPT_REFUSALS, type ReceiptClaims, type ReceiptRefusal, type RailReference } from '../domain/receipts.js';
 
 export interface VerifyAllowanceOptions {
   keys: KeySet | KeySet[];

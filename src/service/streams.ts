@@ -2,11 +2,12 @@
 import { createHash, createPublicKey, type KeyObject } from 'node:crypto';
 import { parseMicro, parsePositiveMicro } from '../domain/amount.js';
 import type { VerifiedClaims, VerifyResult } from '../domain/credential.js';
-import { invalidRequest, notFound, refused, unavailable } from '../domain/errors.js';
+import { notFound, refused, requestRefused, unavailable } from '../domain/errors.js';
 import { effectiveCap, fundingSource, FundingUnavailable, type FundingCheck } from '../domain/funding.js';
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
 import { iso } from '../domain/time.js';
+import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
 import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
@@ -269,13 +270,30 @@ export const finality = async (d: Deps, nodeId: string, id: string) => finalityO
 
 export interface ListOptions { status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }
 
-/** The cursor is the page's last position: its id (sort=id, as before), or `updated_at:id` (sort=activity). */
+/**
+ * The cursor is the page's last position: its id (sort=id, as before), or `updated_at:id` (sort=activity), base64url.
+ * Only a cursor this API gave out is read: canonical base64url of UTF-8 text of that sort's shape; anything else
+ * (matching the document's `string`, refused by its description) is 422 `cursor_unknown`.
+ */
 function readCursor(cursor: string | undefined, sort: 'id' | 'activity'): { afterId: string; afterAt: number | null } {
   if (!cursor) return { afterId: '', afterAt: null };
-  const text = Buffer.from(cursor, 'base64url').toString('utf8');
-  if (sort === 'id') return { afterId: text, afterAt: null };
+  const unknown = (why: string) => requestRefused('cursor_unknown', `cursor is not a cursor this API gave out for sort=${sort} (${why}; use nextCursor of a previous page)`);
+  const bytes = Buffer.from(cursor, 'base64url');
+  if (bytes.toString('base64url') !== cursor) throw unknown('not base64url');
+  let text: string;
+  try {
+    text = new TextDecoder('utf-8', { fatal: true }).decode(bytes);
+  } catch {
+    throw unknown('not UTF-8');
+  }
+  // A stream id: 1 to 256 characters, no control characters (whatever registered it).
+  const isId = (id: string) => id.length > 0 && !lengthOver(id, 256) && !hasControl(id);
+  if (sort === 'id') {
+    if (!isId(text)) throw unknown('not a stream id');
+    return { afterId: text, afterAt: null };
+  }
   const m = /^(\d{1,16}):(.*)$/s.exec(text);
-  if (!m) throw invalidRequest('invalid request: cursor: not a cursor of sort=activity', { issues: [{ path: 'cursor', message: 'not a cursor of this sort' }] });
+  if (!m || !isId(m[2]!)) throw unknown('not a position of this sort');
   return { afterId: m[2]!, afterAt: Number(m[1]) };
 }
 

@@ -1,9 +1,9 @@
 // Webhook subscription use cases (DESIGN §8), shared by the API and the CLI.
 import { isIP } from 'node:net';
-import { invalidRequest, limitExceeded, notFound } from '../domain/errors.js';
+import { invalidRequest, limitExceeded, notFound, requestRefused } from '../domain/errors.js';
 import { EVENT_KIND_LIST, EVENT_KINDS, isEventKind, type SchemaVersion } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
-import { hasControl } from '../domain/text.js';
+import { hasControl, lengthOver } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, START, type EventPosition, type EventRow } from '../store/events.js';
@@ -44,26 +44,31 @@ export function refuseControl(field: string, value: string | undefined): void {
     throw invalidRequest(`${field} must not contain control characters`, { issues: [{ path: field, message: 'must not contain control characters' }] });
 }
 
-/** The URL as the WHATWG parser normalises it (what is stored, shown and connected to), or a 400 naming the problem. */
+/**
+ * The URL as the WHATWG parser normalises it (what is stored, shown and connected to). The document allows any string
+ * of 1 to 2,048 characters without control characters and names the rest: anything else is 422 `url_invalid` (or
+ * `url_target_refused` for an IP the target policy refuses), naming the problem.
+ */
 function checkUrl(d: Deps, raw: string): string {
-  if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
+  if (lengthOver(raw, MAX_URL_LENGTH)) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`); // the schema's maxLength
   // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
   refuseControl('url', raw);
+  const bad = (detail: string) => requestRefused('url_invalid', detail);
   let u: URL;
   try {
     u = new URL(raw);
   } catch {
-    throw invalidRequest('url is not an absolute URL');
+    throw bad('url is not an absolute URL');
   }
-  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw invalidRequest('url must be http or https');
-  if (u.username || u.password) throw invalidRequest('url must not carry userinfo (user:password@); put credentials in the path or rely on the signature');
-  if (u.hash) throw invalidRequest('url must not have a #fragment');
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') throw bad('url must be http or https');
+  if (u.username || u.password) throw bad('url must not carry userinfo (user:password@); put credentials in the path or rely on the signature');
+  if (u.hash) throw bad('url must not have a #fragment');
   const host = u.hostname.replace(/^\[|\]$/g, '');
   if (isIP(host) && d.webhookPolicy) {
     const ok = d.webhookPolicy.allowed(host);
-    if (!ok.ok) throw invalidRequest(`url is not an allowed webhook target: ${ok.reason}`);
+    if (!ok.ok) throw requestRefused('url_target_refused', `url is not an allowed webhook target: ${ok.reason}`);
   }
-  if (u.href.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters once normalised`);
+  if (u.href.length > MAX_URL_LENGTH) throw bad(`url is longer than ${MAX_URL_LENGTH} characters once normalised`);
   return u.href;
 }
 
@@ -77,7 +82,7 @@ export async function createSubscription(d: Deps, nodeId: string, req: CreateSub
     const bad = req.events.filter((k) => !isEventKind(k));
     if (bad.length) throw invalidRequest(`unknown event kinds: ${bad.join(', ')} (known: ${EVENT_KIND_LIST.join(', ')})`);
     const newer = req.events.filter((k) => version === '1.0.0' && EVENT_KINDS[k as keyof typeof EVENT_KINDS] !== '1.0.0');
-    if (newer.length) throw invalidRequest(`schemaVersion 1.0.0 has no ${newer.join(', ')} (added in 1.1.0)`);
+    if (newer.length) throw requestRefused('kind_not_in_schema_version', `schemaVersion 1.0.0 has no ${newer.join(', ')} (added in 1.1.0)`);
     events = JSON.stringify([...new Set(req.events)].sort());
   }
   const now = d.now();
@@ -197,18 +202,22 @@ export async function redeliver(d: Deps, nodeId: string, eventId: string, subscr
 /** An events cursor: base64url of the position, `seq` (SQLite) or `tx.seq` (PostgreSQL: see events.page). */
 const eventCursor = (p: EventPosition) => Buffer.from(p.tx === null ? String(p.seq) : `${p.tx}.${p.seq}`).toString('base64url');
 
-/** Strict: only a cursor this API gave out; anything else is the documented 400. */
+/** Strict: only a cursor this API gave out; anything else is the documented 422 `cursor_unknown`. */
 async function readEventCursor(q: Sql, nodeId: string, cursor: string | undefined): Promise<EventPosition> {
   if (cursor === undefined) return START;
   const text = Buffer.from(cursor, 'base64url').toString('utf8');
   const m = /^(?:(\d{1,20})\.)?(\d{1,15})$/.exec(text);
   const seq = m ? Number(m[2]) : NaN;
-  if (!m || !Number.isSafeInteger(seq) || (m[1] !== undefined && q.dialect !== 'postgres')) throw invalidRequest('cursor is not a cursor this API gave out (use nextCursor of a previous page)');
+  if (!m || !Number.isSafeInteger(seq) || (m[1] !== undefined && q.dialect !== 'postgres')) throw requestRefused('cursor_unknown', 'cursor is not a cursor this API gave out (use nextCursor of a previous page)');
   if (m[1] !== undefined) return { tx: m[1], seq };
   // PostgreSQL, a bare seq (given out before events carried their transaction): from that event's place.
   if (q.dialect === 'postgres') return { tx: (await eventsTable.txOf(q, nodeId, seq)) ?? '0', seq };
   return { tx: null, seq };
 }
+
+/** The shape `since` must have (the OpenAPI pattern); a string of that shape that is no real time is 422 `since_invalid`. */
+export const SINCE_PATTERN = '^[0-9]{4}-[0-9]{2}-[0-9]{2}T';
+const SINCE_RE = new RegExp(SINCE_PATTERN);
 
 const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
 
@@ -219,11 +228,12 @@ const envelope = (e: EventRow) => JSON.parse(e.body) as Record<string, unknown>;
  */
 export async function listEvents(d: Deps, nodeId: string, cursor: string | undefined, limit: number, type?: string, since?: string) {
   if (type !== undefined && !isEventKind(type)) throw invalidRequest(`unknown event type ${type}`);
-  if (cursor !== undefined && since !== undefined) throw invalidRequest('give cursor or since, not both');
+  if (cursor !== undefined && since !== undefined) throw requestRefused('cursor_with_since', 'give cursor or since, not both');
   const q = d.store.q;
   let after = await readEventCursor(q, nodeId, cursor);
   const sinceMs = since === undefined ? undefined : Date.parse(since);
-  if (sinceMs !== undefined && (Number.isNaN(sinceMs) || !/^\d{4}-\d{2}-\d{2}T/.test(since!))) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`);
+  if (sinceMs !== undefined && !SINCE_RE.test(since!)) throw invalidRequest(`since "${since}" is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)`); // the schema's pattern
+  if (sinceMs !== undefined && Number.isNaN(sinceMs)) throw requestRefused('since_invalid', `since "${since}" is not a real time (e.g. 2026-11-21T10:00:00Z)`);
   if (sinceMs !== undefined) after = (await eventsTable.positionBefore(q, nodeId, sinceMs)) ?? (await eventsTable.lastPosition(q, nodeId));
   const horizon = d.config.retentionMs > 0 ? d.now() - d.config.retentionMs : null;
   const rows = await eventsTable.page(q, nodeId, after, limit + 1, type);

@@ -1,4 +1,4 @@
-// /openapi.json: a valid OpenAPI 3.1 document at version 1.1.0 (1.0.0 plus additive changes, CHANGELOG) covering every seed path and event kind, generated
+// /openapi.json: a valid OpenAPI 3.1 document at version 1.2.0 (1.0.0 plus the changes of CHANGELOG) covering every seed path and event kind, generated
 // from the route declarations, equal to the committed src/api/openapi.json, and served as such by the daemon.
 import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
@@ -60,9 +60,11 @@ describe('the generated contract document', () => {
     expect((await new Validator().validate(broken)).valid).toBe(false);
   });
 
-  it('(b) openapi 3.1.0, info.version 1.1.0 (additive changes of issues #11, #12, #13, #17)', () => {
+  it('(b) openapi 3.1.0, info.version 1.2.0 (changes of issues #11, #12, #13, #17, #24), the 400/422 rule in its description', () => {
     expect(doc.openapi).toBe('3.1.0');
-    expect(doc.info).toMatchObject({ version: '1.1.0', title: expect.any(String) });
+    expect(doc.info).toMatchObject({ version: '1.2.0', title: expect.any(String) });
+    expect(doc.info.description).toMatch(/\*\*400\*\* `invalid_request` means the request does not match this document/);
+    expect(doc.info.description).toMatch(/matches this document and is refused by a rule it names is \*\*422\*\*/);
   });
 
   it('(b) has the bearer security scheme, required by every /v1 operation', () => {

@@ -1,7 +1,8 @@
 // Contract fuzz (issue #12): requests generated from the OpenAPI document itself (fast-check arbitraries built from
 // its schemas, seeded, bounded), sent to the real daemon. Every answer: no 5xx, a status the document declares for
 // the operation, problem+json for every 4xx, and a body valid against the documented schema (ajv, JSON Schema
-// 2020-12, the dialect of OpenAPI 3.1).
+// 2020-12, the dialect of OpenAPI 3.1). And the rule of the document's description (issue #24): 400 exactly when the
+// request does not match the document (judged here by ajv on its path, query and body), never for one that does.
 import Ajv2020 from 'ajv/dist/2020.js';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -53,6 +54,28 @@ function arb(raw: Schema, depth = 0): fc.Arbitrary<unknown> {
     }
   })();
   return depth === 0 ? fc.oneof({ weight: 9, arbitrary: positive }, { weight: 1, arbitrary: fc.jsonValue({ maxDepth: 2 }) }) : positive;
+}
+
+/**
+ * Does this request match the document? Each path and query value against its parameter schema (a query value is text:
+ * integer and number schemas read it as a number, as the API does), no undeclared query parameter, and the body against
+ * the request body schema (absent only when not required). What the API may answer 400 to, and nothing else.
+ */
+function matchesDocument(op: Schema, sent: { path: Record<string, string>; query: URLSearchParams; body: unknown | null }): boolean {
+  const params: Schema[] = op.parameters ?? [];
+  for (const p of params.filter((x) => x.in === 'path')) if (!validatorFor(`param ${JSON.stringify(p.schema)}`, p.schema)(sent.path[p.name])) return false;
+  const declared = new Map(params.filter((x) => x.in === 'query').map((x) => [x.name as string, x.schema as Schema]));
+  for (const [k, v] of sent.query) {
+    const schema = declared.get(k);
+    if (!schema) return false;
+    const type = resolve(schema).type;
+    const value = (type === 'integer' || type === 'number') && /^-?[0-9]+(\.[0-9]+)?(e[+-]?[0-9]+)?$/i.test(v) ? Number(v) : v;
+    if (!validatorFor(`param ${JSON.stringify(schema)}`, schema)(value)) return false;
+  }
+  const body = op.requestBody?.content?.['application/json']?.schema;
+  if (!body) return true;
+  if (sent.body === null) return !op.requestBody.required;
+  return validatorFor(`body ${JSON.stringify(body)}`, body)(sent.body) as boolean;
 }
 
 interface Op { method: string; path: string; op: Schema }
@@ -112,7 +135,11 @@ describe('contract fuzz: requests generated from /openapi.json', () => {
       await fc.assert(
         fc.asyncProperty(request, async (r) => {
           let url = path;
-          pathParams.forEach((p, i) => { url = url.replace(`{${p.name}}`, encodeURIComponent(r.path[i] || 'x')); });
+          const sentPath: Record<string, string> = {};
+          pathParams.forEach((p, i) => {
+            sentPath[p.name] = r.path[i] || 'x';
+            url = url.replace(`{${p.name}}`, encodeURIComponent(sentPath[p.name]!));
+          });
           const qs = new URLSearchParams();
           for (const [k, v] of Object.entries(r.query)) if (v !== undefined) qs.append(k, String(v));
           if (r.unknownQuery) qs.append(r.unknownQuery, '1');
@@ -125,6 +152,12 @@ describe('contract fuzz: requests generated from /openapi.json', () => {
           seen.statuses.set(String(res.status), (seen.statuses.get(String(res.status)) ?? 0) + 1);
           const where = `${method.toUpperCase()} ${url}${q ? `?${q}` : ''} body=${JSON.stringify(r.body)?.slice(0, 300)} → ${res.status} ${text.slice(0, 300)}`;
           expect(res.status, where).toBeLessThan(500);
+          // 400 means "does not match the document", and only that: a matching request refused by a rule the document
+          // names is 422 with a named code (DESIGN §15). 413 is the body limit, which the document states in words.
+          const matches = matchesDocument(op, { path: sentPath, query: qs, body: r.body !== null && bodySchema ? r.body : null });
+          if (matches) expect(res.status, `a request that matches the document got 400: ${where}`).not.toBe(400);
+          else expect([400, 413], `a request that does not match the document was not refused as such: ${where}`).toContain(res.status);
+          if (res.status === 422) expect(JSON.parse(text).refusal, where).toEqual(expect.any(String));
           // Unknown query parameters are refused like unknown body fields, naming them (checked before the body and the id).
           if (r.unknownQuery) expect([res.status, text.includes(r.unknownQuery)], where).toEqual([400, true]);
           const declared = op.responses?.[String(res.status)];

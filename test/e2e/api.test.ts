@@ -675,6 +675,9 @@ describe('HTTP conventions (DESIGN §10)', () => {
       expectProblem(await same(`/v1/streams/${stream}/${view}`), 401, 'unauthorized');
       expectProblem(await same(`/v1/streams/${stream}/${view}`, `${tokenA}x`), 401, 'unauthorized');
       expectProblem(await same(`/v1/streams/${'x'.repeat(257)}/${view}`, tokenA), 400, 'invalid_request');
+      // maxLength counts characters as the document's JSON Schema does (code points): 200 emoji are 400 UTF-16 units.
+      expectProblem(await A.get(`/v1/streams/${encodeURIComponent('\u{1F600}'.repeat(200))}/${view}`), 404, 'not_found');
+      expectProblem(await A.get(`/v1/streams/${encodeURIComponent('\u{1F600}'.repeat(257))}/${view}`), 400, 'invalid_request');
     }
     expectProblem(await http(daemon.url, `/v1/streams/${stream}/headroom?x=1`, { token: tokenA }), 400, 'invalid_request');
     expect((await http(daemon.url, `/v1/streams/${stream}/headroom`, { method: 'HEAD', token: tokenA })).status).toBe(200);

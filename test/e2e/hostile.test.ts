@@ -49,8 +49,9 @@ describe('hostile input, end to end', () => {
     for (const host of ['[64:ff9b::a9fe:a9fe]', '[64:ff9b::169.254.169.254]', '[2002:a9fe:a9fe::1]', '[::a9fe:a9fe]', '[::ffff:a9fe:a9fe]', '[64:ff9b:1::a9fe:a9fe]', '[2001:0:4136:e378:8000:63bf:5601:5601]', '0xa9.0xfe.0xa9.0xfe', '2852039166'])
       it(`refuses http://${host}/`, async () => {
         const r = await c.post('/v1/webhooks', { url: `http://${host}/` });
-        expect(r.status, r.text).toBe(400);
-        expect(r.body.code).toBe('invalid_request');
+        // The URL matches the document (a string); the target rule it names refuses it: 422, named.
+        expect(r.status, r.text).toBe(422);
+        expect(r.body).toMatchObject({ code: 'request_refused', refusal: 'url_target_refused' });
         expect(r.body.detail).toMatch(/not an allowed webhook target/);
       });
   });
@@ -145,10 +146,12 @@ describe('hostile input, end to end', () => {
       expect((await raw('/v1/streams?limit=1')).status).toBe(200);
     });
 
-    it('an events cursor this API did not give out is the documented 400', async () => {
+    it('an events cursor this API did not give out is the documented 422 cursor_unknown', async () => {
       const r = await raw(`/v1/events?cursor=${'A'.repeat(32)}`);
-      expect(r.status).toBe(400);
-      expect((await r.json()).detail).toMatch(/cursor is not a cursor this API gave out/);
+      expect(r.status).toBe(422);
+      const body = await r.json();
+      expect(body).toMatchObject({ code: 'request_refused', refusal: 'cursor_unknown' });
+      expect(body.detail).toMatch(/cursor is not a cursor this API gave out/);
     });
 
     it('a body that is not valid UTF-8 is a 400, not replacement characters', async () => {

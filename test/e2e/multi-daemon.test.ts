@@ -579,6 +579,11 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
   it('event order: events made through both daemons list the same, seq-ordered, through either; a cursor from one works on the other; a tail never skips', async () => {
     const c = await cluster('order', 2);
     const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    // Started together on one database: one receipt key set (made insert-if-absent), the same through either and the CLI.
+    const jwks = await Promise.all([a, b].map(async (d) => (await clientOf(d.url, c.token).get('/v1/receipts/jwks.json')).body));
+    expect(jwks[0].keys).toHaveLength(1);
+    expect(jwks[1]).toEqual(jwks[0]);
+    expect(json((await c.cli('receipts', 'jwks')).stdout)).toEqual(jwks[0]);
     const page = async (d: RunningDaemon, cursor?: string | null) => {
       const r = await clientOf(d.url, c.token).get(`/v1/events?limit=7${cursor ? `&cursor=${cursor}` : ''}`);
       expect(r.status, r.text).toBe(200);

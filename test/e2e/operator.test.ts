@@ -136,10 +136,12 @@ describe('GET /v1/streams: status and sort by activity', () => {
     expect(closed.body.data[0]).toMatchObject({ status: 'revoked', lastActivityAt: expect.any(String), checkpointedMicro: '0' });
   });
 
-  it('a bad status or a cursor of another sort is a 400; the CLI passes --status and --sort', async () => {
+  it('a bad status is a 400 (not in the document), a cursor of another sort a 422 cursor_unknown; the CLI passes --status and --sort', async () => {
     expect((await A.get('/v1/streams?status=gone')).status).toBe(400);
     const idCursor = Buffer.from('act-3').toString('base64url');
-    expect((await A.get(`/v1/streams?sort=activity&cursor=${idCursor}`)).status).toBe(400);
+    const other = await A.get(`/v1/streams?sort=activity&cursor=${idCursor}`);
+    expect(other.status).toBe(422);
+    expect(other.body).toMatchObject({ code: 'request_refused', refusal: 'cursor_unknown' });
     const cli = await runCli(['streams', 'list', '--status', 'closed', '--format', 'jsonl', '--url', daemon.url, '--token', tokenA]);
     expect(cli.code, cli.stderr).toBe(0);
     expect(cli.stdout.trim().split('\n').map((l) => JSON.parse(l).stream)).toEqual(['act-5']);

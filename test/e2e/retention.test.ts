@@ -67,7 +67,7 @@ describe('retention', () => {
     expect(after.body.data.map((e: { id: string }) => e.id)).toEqual([ids.recent]);
     const bad = await A.get('/v1/events?since=yesterday');
     expect(bad.status).toBe(400);
-    expect(bad.body.detail).toMatch(/since "yesterday" is not an RFC 3339 time/);
+    expect(bad.body.detail).toMatch(/since: is not an RFC 3339 time/);
   });
 
   it('webhooks replay --since before the horizon warns on stderr and replays what is kept', async () => {

@@ -165,28 +165,37 @@ describe('webhooks against the real daemon', () => {
     expect(other.secret).not.toBe(s.secret);
   });
 
-  it('refuses bad subscriptions with 400 invalid_request and creates nothing', async () => {
+  it('refuses bad subscriptions and creates nothing: 400 when the body does not match the document, 422 naming the rule when it does', async () => {
     const before = (await listOf(A)).length;
-    const bad: Array<[string, Record<string, unknown>]> = [
-      ['ftp URL', { url: 'ftp://127.0.0.1/hook' }],
-      ['userinfo', { url: 'http://user:pass@127.0.0.1:9/hook' }],
-      ['user only', { url: 'http://user@127.0.0.1:9/hook' }],
+    const invalid: Array<[string, Record<string, unknown>]> = [
       ['URL over 2 KiB', { url: `http://127.0.0.1:9/${'a'.repeat(2100)}` }],
-      ['not a URL', { url: 'not a url' }],
       ['unknown event kind', { url: 'http://127.0.0.1:9/hook', events: ['settlement.final', 'payment.made'] }],
       ['empty events', { url: 'http://127.0.0.1:9/hook', events: [] }],
       ['schemaVersion 2.0.0', { url: 'http://127.0.0.1:9/hook', schemaVersion: '2.0.0' }],
-      ['1.0.0 with a subscription.* filter', { url: 'http://127.0.0.1:9/hook', schemaVersion: '1.0.0', events: ['budget.halted', 'subscription.closed'] }],
-      ['link-local metadata IP', { url: 'http://169.254.169.254/latest/meta-data/' }],
-      ['IPv6 link-local', { url: 'http://[fe80::1]:8080/hook' }],
-      ['IPv6 metadata', { url: 'http://[fd00:ec2::254]/hook' }],
-      ['IPv4-mapped metadata', { url: 'http://[::ffff:169.254.169.254]/hook' }],
       ['unknown field', { url: 'http://127.0.0.1:9/hook', secret: 'whsec_mine' }],
     ];
-    for (const [what, body] of bad) {
+    for (const [what, body] of invalid) {
       const res = await A.post('/v1/webhooks', body);
       expect(res.status, `${what}: ${res.text}`).toBe(400);
       expectProblem(res, 400, 'invalid_request');
+    }
+    const refused: Array<[string, Record<string, unknown>, string]> = [
+      ['ftp URL', { url: 'ftp://127.0.0.1/hook' }, 'url_invalid'],
+      ['userinfo', { url: 'http://user:pass@127.0.0.1:9/hook' }, 'url_invalid'],
+      ['user only', { url: 'http://user@127.0.0.1:9/hook' }, 'url_invalid'],
+      ['not a URL', { url: 'not a url' }, 'url_invalid'],
+      ['a fragment', { url: 'http://127.0.0.1:9/hook#x' }, 'url_invalid'],
+      ['1.0.0 with a subscription.* filter', { url: 'http://127.0.0.1:9/hook', schemaVersion: '1.0.0', events: ['budget.halted', 'subscription.closed'] }, 'kind_not_in_schema_version'],
+      ['link-local metadata IP', { url: 'http://169.254.169.254/latest/meta-data/' }, 'url_target_refused'],
+      ['IPv6 link-local', { url: 'http://[fe80::1]:8080/hook' }, 'url_target_refused'],
+      ['IPv6 metadata', { url: 'http://[fd00:ec2::254]/hook' }, 'url_target_refused'],
+      ['IPv4-mapped metadata', { url: 'http://[::ffff:169.254.169.254]/hook' }, 'url_target_refused'],
+    ];
+    for (const [what, body, refusal] of refused) {
+      const res = await A.post('/v1/webhooks', body);
+      expect(res.status, `${what}: ${res.text}`).toBe(422);
+      expectProblem(res, 422, 'request_refused');
+      expect(res.body.refusal, what).toBe(refusal);
     }
     const tooLong = await A.post('/v1/webhooks', { url: `http://127.0.0.1:9/${'a'.repeat(2100)}` });
     expect(tooLong.body.detail).toMatch(/url/i);
@@ -598,7 +607,18 @@ describe('webhooks against the real daemon', () => {
     expectProblem(await A.get('/v1/events?type=payment.made'), 400, 'invalid_request');
     expectProblem(await A.get('/v1/events?limit=0'), 400, 'invalid_request');
     expectProblem(await A.get('/v1/events?limit=501'), 400, 'invalid_request');
-    expectProblem(await A.get(`/v1/events?cursor=${Buffer.from('-4').toString('base64url')}`), 400, 'invalid_request');
+    // Schema-valid, refused by a rule the document names: 422 request_refused with the rule's name.
+    const refusedAs = async (path: string, refusal: string) => {
+      const r = await A.get(path);
+      expectProblem(r, 422, 'request_refused');
+      expect(r.body.refusal, path).toBe(refusal);
+    };
+    await refusedAs(`/v1/events?cursor=${Buffer.from('-4').toString('base64url')}`, 'cursor_unknown');
+    await refusedAs(`/v1/events?cursor=${encodeURIComponent(tail)}&since=2026-11-21T10:00:00Z`, 'cursor_with_since');
+    await refusedAs('/v1/events?since=2026-99-99T99:99:99Z', 'since_invalid');
+    await refusedAs(`/v1/streams?cursor=${Buffer.from('9:x').toString('base64url')}x`, 'cursor_unknown');
+    await refusedAs(`/v1/streams?sort=activity&cursor=${Buffer.from('stream-1').toString('base64url')}`, 'cursor_unknown');
+    expectProblem(await A.get('/v1/events?since=yesterday'), 400, 'invalid_request'); // not the documented pattern
   });
 
   it("POST /v1/events/{id}/redeliver sends the same event again; another node's event is 404", async () => {

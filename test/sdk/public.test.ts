@@ -290,3 +290,36 @@ describe('verifyWebhookSignature', () => {
     expect(verifyWebhookSignature(secret, raw.toString('utf8'), sig)).toBe(false);
   });
 });
+
+describe('verifyReceipt through node-svc/sdk, against `node-svc receipts verify` on the same store', () => {
+  it('a receipt signed by the store key: valid; the wrong node, a changed claim and an unknown kid refused by name, as the CLI says', async () => {
+    const { verifyReceipt, RECEIPT_TYP } = await import('node-svc/sdk');
+    const { openStore } = await import('../../src/store/open.js');
+    const { issueReceipt, receiptJwks } = await import('../../src/service/receipts.js');
+    const store = await openStore({ dataDir: t.dataDir });
+    let jws: string;
+    let jwks: { keys: unknown[] };
+    try {
+      jws = await store.write((tx) => issueReceipt(tx, {
+        jti: 'stl_public', node: NODE, stream: 's-1', asset: 'USD', amountMicro: 1_230_000n, finalAt: Date.UTC(2026, 10, 21, 10),
+        reference: { rail: 'card', processor: 'stripe', captureId: 'txn_1', paymentIntent: 'pi_1', account: 'acct_1' },
+      }, Date.now()));
+      jwks = await receiptJwks(store);
+    } finally {
+      await store.close();
+    }
+    expect(JSON.parse(Buffer.from(jws.split('.')[0]!, 'base64url').toString()).typ).toBe(RECEIPT_TYP);
+    const cliAnswer = async (...args: string[]) => json((await cli('receipts', 'verify', jws, ...args)).stdout);
+    const ok = await verifyReceipt(jws, { jwks, node: NODE });
+    expect(ok).toMatchObject({ valid: true, claims: { jti: 'stl_public', node: NODE, amountMicro: '1230000', finalAt: '2026-11-21T10:00:00.000Z', card: { captureId: 'txn_1' } }, chain: null });
+    expect(await cliAnswer('--node', NODE)).toEqual(ok);
+    const wrong = await verifyReceipt(jws, { jwks, node: 'node-b' });
+    expect(wrong).toMatchObject({ valid: false, refusal: 'wrong_node' });
+    expect(await cliAnswer('--node', 'node-b')).toEqual(wrong);
+    const [h, p, s] = jws.split('.') as [string, string, string];
+    const changed = `${h}.${Buffer.from(JSON.stringify({ ...JSON.parse(Buffer.from(p, 'base64url').toString()), stream: 's-2' })).toString('base64url')}.${s}`;
+    expect(await verifyReceipt(changed, { jwks })).toMatchObject({ valid: false, refusal: 'bad_signature' });
+    expect(await verifyReceipt(jws, { jwks: { keys: [] } })).toMatchObject({ valid: false, refusal: 'unknown_key' });
+    expect(await verifyReceipt('not a jws', { jwks })).toMatchObject({ valid: false, refusal: 'malformed' });
+  });
+});

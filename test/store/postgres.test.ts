@@ -16,6 +16,8 @@ import { matches, recordAttempt, recordAttempts, subscriptions, type AttemptReco
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { ensureReceiptKey, issueReceipt, receiptJwks } from '../../src/service/receipts.js';
+import { verifyReceipt } from '../../src/sdk/receipt.js';
 
 const LATEST = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 const shared = testServerUrl();
@@ -514,7 +516,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(130);
+      expect(LATEST).toBe(140);
       expect(await s.q.value("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'leases'")).toBe(1);
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('kept', 1)");
       const again = await openAt(url);
@@ -527,6 +529,22 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const stores = await Promise.all([openAt(url), openAt(url), openAt(url)]);
       for (const s of stores) expect(await s.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
       expect(await stores[0]!.q.value('SELECT COUNT(*) FROM node_svc_schema')).toBe(1);
+    });
+
+    it('daemons starting together on one database make one receipt key, and each signs receipts that verify with the shared JWKS', async () => {
+      const url = await freshDb();
+      const stores = await Promise.all([openAt(url), openAt(url), openAt(url)]);
+      const kids = await Promise.all(stores.map((s) => ensureReceiptKey(s)));
+      expect(new Set(kids).size).toBe(1);
+      expect(await stores[0]!.q.value('SELECT COUNT(*) FROM receipt_keys')).toBe(1);
+      const jwks = await receiptJwks(stores[2]!);
+      expect(jwks.keys.map((k) => k.kid)).toEqual([kids[0]]);
+      expect(JSON.stringify(jwks)).not.toMatch(/"d"/); // public members only
+      const facts = (i: number) => ({ jti: `stl_${i}`, node: 'node-a', stream: 's', asset: 'USDC', amountMicro: BigInt(i), finalAt: 1_700_000_000_000, reference: { rail: 'card' as const, processor: 'stripe', captureId: `txn_${i}` } });
+      const jws = await Promise.all(stores.map((s, i) => s.write((tx) => issueReceipt(tx, facts(i + 1), Date.now()))));
+      for (const [i, r] of jws.entries()) expect(await verifyReceipt(r, { jwks, node: 'node-a' })).toMatchObject({ valid: true, kid: kids[0], claims: { jti: `stl_${i + 1}` } });
+      // The same settlement issued again (a write run twice) keeps its first receipt.
+      expect(await stores[1]!.write((tx) => issueReceipt(tx, facts(1), Date.now() + 5000))).toBe(jws[0]);
     });
 
     it('refuse a database written by a newer node-svc, by name', async () => {

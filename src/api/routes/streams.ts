@@ -1,13 +1,14 @@
 import { createRoute, type OpenAPIHono, type RouteConfig } from '@hono/zod-openapi';
 import type { Context } from 'hono';
 import { invalidRequest } from '../../domain/errors.js';
+import { lengthOver } from '../../domain/text.js';
 import type { AuthEnv } from '../middleware/auth.js';
 import type { Deps } from '../../service/deps.js';
 import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
 import { verifyCredential } from '../../service/streams.js';
 import {
   CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
-  VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses,
+  VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses, requestRefusedResponse,
 } from '../schemas.js';
 import { problem } from '../problem.js';
 import { metrics } from '../../ops/metrics.js';
@@ -24,7 +25,7 @@ export type StreamReads = Map<string, StreamRead>;
 
 /** The one check of the path parameter (the route's StreamId schema, 1 to 256 characters): a 400 naming it. */
 export function checkStreamId(id: string): void {
-  if (id.length < 1 || id.length > 256) {
+  if (id.length < 1 || lengthOver(id, 256)) {
     const message = 'must be 1 to 256 characters';
     throw invalidRequest(`invalid request: id: ${message}`, { issues: [{ path: 'id', message }] });
   }
@@ -74,7 +75,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
     createRoute({
       method: 'get', path: '/v1/streams', tags: ['streams'], security, operationId: 'listStreams', summary: "The caller's streams, by id or by last activity, open or closed, cursor-paginated",
       request: { query: StreamListQuery },
-      responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429) },
+      responses: { 200: json(StreamList, 'A page of streams'), ...problemResponses(400, 401, 429), ...requestRefusedResponse('cursor_unknown') },
     }),
     async (c) => {
       const q = c.req.valid('query');

@@ -3,7 +3,8 @@ import { EVENT_KIND_LIST, SCHEMA_VERSIONS } from '../../domain/events.js';
 import type { Deps } from '../../service/deps.js';
 import { createSubscription, deleteSubscription, listAttempts, listEvents, listSubscriptions, redeliver, rotateSecret } from '../../service/webhooks.js';
 import type { AuthEnv } from '../middleware/auth.js';
-import { Envelope, noControl, problemResponses } from '../schemas.js';
+import { Envelope, noControl, problemResponses, requestRefusedResponse } from '../schemas.js';
+import { SINCE_PATTERN } from '../../service/webhooks.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -27,12 +28,16 @@ const Subscription = z
 const SubscriptionWithSecret = Subscription.extend({ secret: z.string().openapi({ description: 'whsec_…: shown only in this response' }) }).openapi('WebhookSubscriptionWithSecret');
 const CreateBody = z
   .strictObject({
-    url: noControl(z.string().min(1).max(2048)).openapi({ description: 'http(s) URL without userinfo or fragment; stored and answered as the WHATWG URL parser normalises it', example: 'https://node.example/hooks/node-svc' }),
+    url: noControl(z.string().min(1).max(2048)).openapi({
+      description: 'An absolute http(s) URL without userinfo or fragment, at most 2,048 characters once normalised (else 422 `url_invalid`), ' +
+        "to an IP the daemon's target policy allows (else 422 `url_target_refused`); stored and answered as the WHATWG URL parser normalises it",
+      example: 'https://node.example/hooks/node-svc',
+    }),
     events: z.array(z.enum(EVENT_KIND_LIST as [string, ...string[]])).min(1).max(64).optional().openapi({
       description: 'Kinds to deliver (default: all). With schemaVersion 1.0.0 only the 1.0.0 kinds may be listed: ' +
-        'subscription.period_opened, subscription.renewal_declined and subscription.closed are refused with 400 invalid_request.',
+        'subscription.period_opened, subscription.renewal_declined and subscription.closed are refused with 422 `kind_not_in_schema_version`.',
     }),
-    schemaVersion: z.enum(SCHEMA_VERSIONS).optional().openapi({ description: 'Default 1.1.0; 1.0.0 never receives the kinds added in 1.1.0 (and may not list them in events: 400)' }),
+    schemaVersion: z.enum(SCHEMA_VERSIONS).optional().openapi({ description: 'Default 1.1.0; 1.0.0 never receives the kinds added in 1.1.0 (and may not list them in events: 422 `kind_not_in_schema_version`)' }),
     description: noControl(z.string().max(512)).optional(),
   })
   .openapi('CreateWebhook');
@@ -62,7 +67,11 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
     createRoute({
       method: 'post', path: '/v1/webhooks', tags: ['webhooks'], security, operationId: 'createWebhook', summary: 'Subscribe an endpoint to signed event delivery',
       request: { body: { required: true, content: { 'application/json': { schema: CreateBody } } } },
-      responses: { 201: json(SubscriptionWithSecret, 'Created; the secret is shown only here'), ...problemResponses(400, 401, 413, 415, 429) },
+      responses: {
+        201: json(SubscriptionWithSecret, 'Created; the secret is shown only here'),
+        ...problemResponses(400, 401, 413, 415, 429),
+        ...requestRefusedResponse('url_invalid, url_target_refused, kind_not_in_schema_version'),
+      },
     }),
     async (c) => c.json(await createSubscription(d, c.get('node'), c.req.valid('json')), 201),
   );
@@ -133,12 +142,13 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
       request: {
         query: Page.extend({
           cursor: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/).optional().openapi({
-            param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page; a cursor this API did not give out is 400 invalid_request' },
+            param: { name: 'cursor', in: 'query', description: 'Opaque: the nextCursor of a previous page; a cursor this API did not give out is 422 `cursor_unknown`; not with `since` (422 `cursor_with_since`)' },
           }),
           type: z.enum(EVENT_KIND_LIST as [string, ...string[]]).optional().openapi({ param: { name: 'type', in: 'query' } }),
-          since: z.string().max(64).optional().openapi({
+          since: z.string().max(64).regex(new RegExp(SINCE_PATTERN), { message: 'is not an RFC 3339 time (e.g. 2026-11-21T10:00:00Z)' }).optional().openapi({
             param: { name: 'since', in: 'query' },
-            description: 'RFC 3339 time: start at the first event recorded at or after it (instead of a cursor)',
+            description: 'RFC 3339 time: start at the first event recorded at or after it (instead of a cursor: both are 422 `cursor_with_since`); ' +
+              'a value of this shape that is not a real time is 422 `since_invalid`',
             example: '2026-11-21T10:00:00Z',
           }),
         }),
@@ -155,6 +165,7 @@ export function webhookRoutes(app: OpenAPIHono<AuthEnv>, d: Deps) {
           'Events (envelopes as delivered at schema 1.1.0)',
         ),
         ...problemResponses(400, 401, 429),
+        ...requestRefusedResponse('cursor_unknown, cursor_with_since, since_invalid'),
       },
     }),
     async (c) => {

@@ -52,3 +52,8 @@ export async function finality(g: GlobalOptions, id: string): Promise<CommandRes
   ].join('\n');
   return { data: f, human };
 }
+
+export async function receipt(g: GlobalOptions, id: string): Promise<CommandResult> {
+  const r = await clientFor(g).receipt(id);
+  return { data: r, human: r.receipt, plainWhenPiped: true };
+}

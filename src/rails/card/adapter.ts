@@ -523,7 +523,9 @@ export class CardRail implements Rail {
         if ((err as { statusCode?: number }).statusCode === 404) return { state: 'failed', error: `balance transaction ${s.reference} not found` };
         throw err;
       }
-      return bt.status === 'available' ? { state: 'final' } : { state: 'checkpointed' };
+      return bt.status === 'available'
+        ? { state: 'final', proof: { rail: 'card', processor: 'stripe', captureId: s.reference, paymentIntent: d.paymentIntent, account: this.#c.account } }
+        : { state: 'checkpointed' };
     }
     // Recorded before sending, answer not recorded: did the capture happen?
     const bt = await this.#findCapture(d.charge, BigInt(d.targetMinor));

@@ -21,6 +21,7 @@ import type { Store } from '../../store/sql.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { streams, type StreamRow } from '../../store/streams.js';
 import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
+import type { RailReference } from '../../domain/receipts.js';
 import { ESCROW_ABI, TOKEN_ABI } from './artifacts.js';
 
 /** Chain ids of local development chains (ganache 1337, hardhat 31337): the only ones a sandbox rail accepts. */
@@ -302,12 +303,23 @@ export class EscrowRail implements Rail {
     // reports hashes of blocks mined after miner_start that getBlock does not return).
     const block = await this.#client.getBlock({ blockNumber: receipt.blockNumber }).catch(() => null);
     if (!block) return { state: 'submitted', note: 'reorged out' };
+    const final = async (): Promise<SettlementState> => ({ state: 'final', proof: await this.#proof(s, receipt) });
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
-      return latest - receipt.blockNumber + 1n >= BigInt(this.#c.confirmations) ? { state: 'final' } : { state: 'checkpointed', block: receipt.blockNumber };
+      return latest - receipt.blockNumber + 1n >= BigInt(this.#c.confirmations) ? final() : { state: 'checkpointed', block: receipt.blockNumber };
     }
     const finalized = await this.#client.getBlock({ blockTag: 'finalized' });
-    return finalized.number !== null && finalized.number >= receipt.blockNumber ? { state: 'final' } : { state: 'checkpointed', block: receipt.blockNumber };
+    return finalized.number !== null && finalized.number >= receipt.blockNumber ? final() : { state: 'checkpointed', block: receipt.blockNumber };
+  }
+
+  /** What the settlement's receipt names: the mined transaction, its block, this chain, the contract and the channel. */
+  async #proof(s: SettlementRow, receipt: TransactionReceipt): Promise<RailReference> {
+    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
+    const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
+    return {
+      rail: 'escrow', chainId: this.#c.chainId, contract: this.#c.contract.toLowerCase(), txHash: receipt.transactionHash,
+      blockNumber: Number(receipt.blockNumber), ...(channel ? { channel: channel.toLowerCase() } : {}),
+    };
   }
 
   /**
