@@ -1,6 +1,7 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
 import type { Sql } from './sql.js';
+import { attempts } from './webhooks.js';
 
 export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
 export interface SettlementFigures {
@@ -26,13 +27,11 @@ const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 EN
 export const health = {
   ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
   outbox: async (q: Sql): Promise<OutboxFigures> => {
-    // last_error marks a delivery that failed at least once (attempts also counts a claim in flight).
-    const r = (await q.get<{ pending: number; retrying: number; dead: number; oldest: number | null }>(`SELECT ${count("status = 'pending' AND last_error IS NULL")} AS pending,
-      ${count("status = 'pending' AND last_error IS NOT NULL")} AS retrying,
-      ${count("status = 'dead'")} AS dead,
-      MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest
-      FROM deliveries WHERE status IN ('pending', 'dead')`))!;
-    return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
+    // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial
+    // index of the queue (deliveries_due): bounded by what is pending, never by the delivered or dead history.
+    const t = await attempts.totals(q);
+    const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending'")) ?? null;
+    return { pending: t.pending, retrying: t.retrying, dead: t.dead, oldestPendingAt: oldest === null ? null : Number(oldest) };
   },
   settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
     const s = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; oldest_escrow: number | null; oldest_card: number | null; stuck: number; oldest_unmined: number | null }>(
