@@ -11,25 +11,12 @@ import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher } from '../helpers/issuer.js';
 import { stopServer } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
-import { hasPromtool, promtool, usedMetricNames } from '../helpers/prometheus.js';
+import { hasPromtool, metricValue as value, promtool, samples, usedMetricNames } from '../helpers/prometheus.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
-/** The samples of `name` in an exposition: labels (as written) → value. */
-function samples(text: string, name: string): Map<string, string> {
-  const out = new Map<string, string>();
-  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) out.set(m[1] ?? '', m[2]!);
-  return out;
-}
-/** The value of the one sample of `name` whose labels include every `label="value"` given. */
-function value(text: string, name: string, labels: Record<string, string> = {}): string | undefined {
-  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
-  const hits = [...samples(text, name)].filter(([l]) => want.every((w) => l.split(',').includes(w)));
-  if (hits.length > 1) throw new Error(`${name}${JSON.stringify(labels)}: ${hits.length} samples`);
-  return hits[0]?.[1];
-}
 /** `# TYPE <name> <type>` of every metric family served. */
 const types = (text: string) => new Map([...text.matchAll(/^# TYPE (\S+) (\S+)$/gm)].map((m) => [m[1]!, m[2]!]));
 

@@ -95,3 +95,18 @@ export function usedMetricNames(): string[] {
   const exprs = [...alertRules().map((r) => r.expr), ...dashboardExprs().map((e) => e.expr)];
   return [...new Set([...exprs.flatMap(metricNames), ...variableMetrics()])].sort();
 }
+
+/** The samples of `name` in a Prometheus text exposition: labels (as written) → value. */
+export function samples(text: string, name: string): Map<string, string> {
+  const out = new Map<string, string>();
+  for (const m of text.matchAll(new RegExp(`^${name}(?:\\{([^}]*)\\})? (\\S+)$`, 'gm'))) out.set(m[1] ?? '', m[2]!);
+  return out;
+}
+
+/** The value of the one sample of `name` whose labels include every `label="value"` given (undefined: none). */
+export function metricValue(text: string, name: string, labels: Record<string, string> = {}): string | undefined {
+  const want = Object.entries(labels).map(([k, v]) => `${k}="${v}"`);
+  const hits = [...samples(text, name)].filter(([l]) => want.every((w) => l.split(',').includes(w)));
+  if (hits.length > 1) throw new Error(`${name}${JSON.stringify(labels)}: ${hits.length} samples`);
+  return hits[0]?.[1];
+}
