@@ -84,7 +84,7 @@ export function opsGauges(d: Deps): Gauge[] {
     },
     {
       name: 'node_svc_health_check_status',
-      help: 'Each /healthz check (store, keys, rail, outbox, settlements, subscriptions): 1 for its current status, 0 for the others',
+      help: 'Each check of /healthz (store, keys, rail, outbox, …), by name: 1 for its current status, 0 for the others',
       read: async () => (await verdict()).checks.flatMap((c) => oneHot(c.status, { check: c.name })),
     },
   ];
