@@ -11,7 +11,7 @@ import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher } from '../helpers/issuer.js';
 import { stopServer } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
-import { hasPromtool, metricValue as value, promtool, samples, usedMetricNames } from '../helpers/prometheus.js';
+import { allExprs, hasPromtool, metricValue as value, promtool, samples, selectorLabels, usedMetricNames } from '../helpers/prometheus.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -73,7 +73,15 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     const served = types(text);
     const missing = used.filter((n) => familyOf(n, served) === undefined);
     expect(missing, `queried by data/prometheus/alerts.yml or data/grafana/node-svc.json but not served by /metrics`).toEqual([]);
-    // What the rules select by label exists with those labels.
+    // Every label a selector matches on is one the daemon writes on that metric (instance and job: Prometheus's).
+    const wrong: string[] = [];
+    for (const { metric, labels } of allExprs().flatMap(selectorLabels)) {
+      const written = new Set([...samples(text, metric).keys()].flatMap((l) => [...l.matchAll(/(\w+)="/g)].map((m) => m[1]!)));
+      if (!samples(text, metric).size) continue; // no sample yet (settlements without a rail): nothing to compare
+      for (const l of labels) if (l !== 'instance' && l !== 'job' && !written.has(l)) wrong.push(`${metric}{${l}}`);
+    }
+    expect(wrong, 'labels selected by the rules or the dashboard that /metrics does not write').toEqual([]);
+    // What the rules select by label value exists with those values.
     expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'dead' })).toBe('0');
     expect(value(text, 'node_svc_settlements', { state: 'stuck' })).toBe('0');
     expect(value(text, 'node_svc_settlement_lag_seconds', { rail: 'escrow' })).toBe('0');

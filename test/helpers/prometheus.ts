@@ -90,10 +90,18 @@ export function metricNames(expr: string): string[] {
   return [...names];
 }
 
+/** The label names each selector `metric{label="…", …}` of an expression matches on, by metric. */
+export function selectorLabels(expr: string): Array<{ metric: string; labels: string[] }> {
+  const noStrings = expr.replace(/"(?:[^"\\]|\\.)*"/g, '""');
+  return [...noStrings.matchAll(/([a-zA-Z_:][a-zA-Z0-9_:]*)\s*\{([^}]*)\}/g)].map((m) => ({ metric: m[1]!, labels: [...m[2]!.matchAll(/(\w+)\s*(?:=~|!~|!=|=)/g)].map((l) => l[1]!) }));
+}
+
+/** Every PromQL expression of the alert rules and the dashboard. */
+export const allExprs = (): string[] => [...alertRules().map((r) => r.expr), ...dashboardExprs().map((e) => e.expr)];
+
 /** Every metric name used by the alert rules and the dashboard (queries and variables), sorted. */
 export function usedMetricNames(): string[] {
-  const exprs = [...alertRules().map((r) => r.expr), ...dashboardExprs().map((e) => e.expr)];
-  return [...new Set([...exprs.flatMap(metricNames), ...variableMetrics()])].sort();
+  return [...new Set([...allExprs().flatMap(metricNames), ...variableMetrics()])].sort();
 }
 
 /** The samples of `name` in a Prometheus text exposition: labels (as written) → value. */

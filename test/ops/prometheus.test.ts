@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { parse, stringify } from 'yaml';
 import { REPO_ROOT } from '../helpers/cli.js';
-import { alertRules, dashboard, dashboardExprs, hasPromtool, metricNames, promtool, RULE_TESTS, RULES, substituteVariables } from '../helpers/prometheus.js';
+import { alertRules, dashboard, dashboardExprs, hasPromtool, metricNames, promtool, RULE_TESTS, RULES, selectorLabels, substituteVariables } from '../helpers/prometheus.js';
 
 if (!process.env.CI && !hasPromtool) console.warn('[prometheus] SKIPPED: promtool is not installed (apt-get install --no-install-recommends prometheus; .ci/run does)');
 
@@ -107,12 +107,14 @@ describe.skipIf(!process.env.CI && !hasPromtool)('Prometheus rules and Grafana d
       expect(used, name).toContain(name);
   });
 
-  it('reads metric names out of PromQL (what test/e2e/metrics.test.ts compares with /metrics)', () => {
+  it('reads metric names and selector labels out of PromQL (what test/e2e/metrics.test.ts compares with /metrics)', () => {
     expect(metricNames('sum by (outcome, le) (rate(node_svc_webhook_attempt_duration_seconds_bucket{instance=~".+", outcome="dead"}[5m]))'))
       .toEqual(['node_svc_webhook_attempt_duration_seconds_bucket']);
     expect(metricNames('deriv(sum by (job, instance) (node_svc_outbox_depth)[15m:1m]) > 0 and on (job, instance) node_svc_outbox_oldest_pending_age_seconds > 300'))
       .toEqual(['node_svc_outbox_depth', 'node_svc_outbox_oldest_pending_age_seconds']);
     expect(metricNames('max by (asset) (node_svc_billed_micro - node_svc_final_micro) / 1e6 > bool 0')).toEqual(['node_svc_billed_micro', 'node_svc_final_micro']);
     expect(() => metricNames('rate(http_requests_total[5m])')).toThrow(/not a metric of node-svc/);
+    expect(selectorLabels('sum(rate(node_svc_http_requests_total{instance=~".+", status=~"5.."}[5m])) / node_svc_store_up{job="a,b=c"}'))
+      .toEqual([{ metric: 'node_svc_http_requests_total', labels: ['instance', 'status'] }, { metric: 'node_svc_store_up', labels: ['job'] }]);
   });
 });
