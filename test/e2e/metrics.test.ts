@@ -12,7 +12,7 @@ import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCo
 import { stopServer } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { allExprs, hasPromtool, metricValue as value, promtool, samples, selectorLabels, usedMetricNames } from '../helpers/prometheus.js';
-import { startReceiver, type Receiver } from '../helpers/receiver.js';
+import { always, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -31,16 +31,20 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
   let dir: TempDataDir;
   let daemon: RunningDaemon;
   let receiver: Receiver;
+  let failing: Receiver;
   let text: string;
 
   beforeAll(async () => {
     dir = await tempDataDir('node-svc-metrics-');
     const issuer = await issuerKeyPair();
     const { tokenA } = await setupNodes(dir.dataDir, issuer);
-    daemon = await startDaemon(dir.dataDir);
+    // One retry, at once: a receiver that always fails makes a dead delivery after two attempts.
+    daemon = await startDaemon(dir.dataDir, { args: ['--retry-schedule', '0'] });
     receiver = await startReceiver();
+    failing = await startReceiver(always(500));
     const A = clientOf(daemon.url, tokenA);
     expect((await A.post('/v1/webhooks', { url: `${receiver.url}/hook` })).status).toBe(201);
+    expect((await A.post('/v1/webhooks', { url: `${failing.url}/hook` })).status).toBe(201);
     // Money in two assets: 1000 + 250 micro USDC on two streams, 2500 micro EURC on one.
     const payer = await payerKeyPair();
     for (const [stream, asset, amount] of [['m-usdc-1', 'USDC', '1000'], ['m-usdc-2', 'USDC', '250'], ['m-eurc-1', 'EURC', '2500']] as const) {
@@ -49,7 +53,8 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
       const r = await A.post(`/v1/streams/${stream}/vouchers`, { voucher: signVoucher(payer, { stream, amount, units: '1' }) });
       expect(r.status, r.text).toBe(200);
     }
-    // An event (a budget halted by the issuer) for the receiver: wait until the worker has counted a delivered attempt.
+    // An event (a budget halted by the issuer) for both receivers: wait until the worker has counted the delivered
+    // attempt and the dead one.
     const halt = signCompact({ alg: issuer.alg, typ: 'control+jwt', kid: issuer.kid },
       { iss: ISSUER, aud: 'node-a', jti: `ctl-${Date.now()}`, iat: nowSeconds(), kind: 'budget.halted', budget: 'b-metrics', reason: 'anomaly' }, issuer.privateKey);
     const ctl = await A.post('/v1/control', { message: halt });
@@ -57,13 +62,15 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     text = await waitFor(async () => {
       const r = await http(daemon.url, '/metrics');
       expect(r.status).toBe(200);
-      return Number(value(r.text, 'node_svc_webhook_attempt_duration_seconds_count', { outcome: 'delivered' }) ?? 0) > 0 ? r.text : undefined;
-    }, 'a delivered attempt in /metrics', 20_000);
+      const done = ['delivered', 'dead'].every((outcome) => Number(value(r.text, 'node_svc_webhook_attempt_duration_seconds_count', { outcome }) ?? 0) > 0);
+      return done ? r.text : undefined;
+    }, 'a delivered and a dead attempt in /metrics', 20_000);
   });
 
   afterAll(async () => {
     await daemon?.stop();
     await receiver?.close();
+    await failing?.close();
     await dir?.cleanup();
   });
 
@@ -82,7 +89,7 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     }
     expect(wrong, 'labels selected by the rules or the dashboard that /metrics does not write').toEqual([]);
     // What the rules select by label value exists with those values.
-    expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'dead' })).toBe('0');
+    expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'gone' })).toBe('0'); // exported before the first one
     expect(value(text, 'node_svc_settlements', { state: 'stuck' })).toBe('0');
     expect(value(text, 'node_svc_settlement_lag_seconds', { rail: 'escrow' })).toBe('0');
     expect(value(text, 'node_svc_settlement_lag_seconds', { rail: 'card' })).toBe('0');
@@ -104,8 +111,16 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     }
   });
 
-  it('attempt duration by outcome, and the outbox drained to an oldest pending age of 0', async () => {
-    expect(Number(value(text, 'node_svc_webhook_attempt_duration_seconds_bucket', { outcome: 'delivered', le: '+Inf' }))).toBeGreaterThan(0);
+  it('deliveries and attempt duration by outcome, the dead delivery counted, and the outbox drained to an oldest pending age of 0', async () => {
+    // The event went to two subscriptions: delivered to one; failed, retried once and dead at the other.
+    expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'delivered' })).toBe('1');
+    expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'failed' })).toBe('1');
+    expect(value(text, 'node_svc_webhook_deliveries_total', { outcome: 'dead' })).toBe('1');
+    for (const outcome of ['delivered', 'failed', 'dead']) {
+      expect(value(text, 'node_svc_webhook_attempt_duration_seconds_count', { outcome }), outcome).toBe('1');
+      expect(value(text, 'node_svc_webhook_attempt_duration_seconds_bucket', { outcome, le: '+Inf' }), outcome).toBe('1');
+    }
+    expect(value(text, 'node_svc_webhook_dead_deliveries')).toBe('1');
     const drained = await waitFor(async () => {
       const t = (await http(daemon.url, '/metrics')).text;
       return value(t, 'node_svc_outbox_depth', { status: 'pending' }) === '0' ? t : undefined;
