@@ -3,15 +3,16 @@
 // PromQL, so a renamed metric fails here), the exposition passes `promtool check metrics`, money per asset is exact,
 // the health gauges are the /healthz verdict, build_info names the build, and /metrics keeps answering while a
 // PostgreSQL store is down (node_svc_store_up 0), then recovers without a restart.
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { stringify } from 'yaml';
 import { REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher } from '../helpers/issuer.js';
 import { stopServer } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
-import { allExprs, hasPromtool, metricValue as value, promtool, samples, selectorLabels, usedMetricNames } from '../helpers/prometheus.js';
+import { alertRules, allExprs, hasPromtool, inputSeries, metricNames, metricValue as value, promtool, RULES, samples, selectorLabels, usedMetricNames } from '../helpers/prometheus.js';
 import { always, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { waitFor } from '../helpers/wait.js';
 
@@ -32,6 +33,8 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
   let daemon: RunningDaemon;
   let receiver: Receiver;
   let failing: Receiver;
+  /** /metrics before the event that makes a delivery dead, and after. */
+  let early: string;
   let text: string;
 
   beforeAll(async () => {
@@ -53,6 +56,7 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
       const r = await A.post(`/v1/streams/${stream}/vouchers`, { voucher: signVoucher(payer, { stream, amount, units: '1' }) });
       expect(r.status, r.text).toBe(200);
     }
+    early = (await http(daemon.url, '/metrics')).text;
     // An event (a budget halted by the issuer) for both receivers: wait until the worker has counted the delivered
     // attempt and the dead one.
     const halt = signCompact({ alg: issuer.alg, typ: 'control+jwt', kid: issuer.kid },
@@ -62,9 +66,10 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     text = await waitFor(async () => {
       const r = await http(daemon.url, '/metrics');
       expect(r.status).toBe(200);
+      // The counters move when an attempt ends, the store's gauge once its result is written: wait for both.
       const done = ['delivered', 'dead'].every((outcome) => Number(value(r.text, 'node_svc_webhook_attempt_duration_seconds_count', { outcome }) ?? 0) > 0);
-      return done ? r.text : undefined;
-    }, 'a delivered and a dead attempt in /metrics', 20_000);
+      return done && value(r.text, 'node_svc_webhook_dead_deliveries') === '1' ? r.text : undefined;
+    }, 'a delivered and a dead attempt in /metrics, the dead one written', 20_000);
   });
 
   afterAll(async () => {
@@ -100,6 +105,31 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     const r = promtool(['check', 'metrics'], text);
     expect(r.code, r.out).toBe(0);
     expect(r.out.trim()).toBe('');
+  });
+
+  it.skipIf(!process.env.CI && !hasPromtool)('the alert rules on these scrapes (promtool): the dead delivery and the failing subscription fire, nothing else', () => {
+    // Prometheus's view: the scrape before the dead delivery for 10 minutes, the one after for 20, and `up` 1.
+    const names = [...new Set(alertRules().flatMap((r) => metricNames(r.expr)))].filter((n) => n !== 'up');
+    const target = { job: 'node-svc', instance: 'a:8787' };
+    const file = join(dir.root, 'real.test.yml');
+    writeFileSync(file, stringify({
+      rule_files: [RULES],
+      evaluation_interval: '1m',
+      tests: [{
+        interval: '1m',
+        input_series: [{ series: 'up{job="node-svc", instance="a:8787"}', values: '1x29' }, ...inputSeries([early, text], names, target, [10, 20])],
+        promql_expr_test: [{
+          expr: 'ALERTS{alertstate="firing"}',
+          eval_time: '25m',
+          exp_samples: [
+            { labels: 'ALERTS{alertname="NodeSvcDeliveriesDead", alertstate="firing", severity="warning", job="node-svc", instance="a:8787", outcome="dead"}', value: 1 },
+            { labels: 'ALERTS{alertname="NodeSvcHealthDegraded", alertstate="firing", severity="warning", job="node-svc", instance="a:8787", check="subscriptions", status="degraded"}', value: 1 },
+          ],
+        }],
+      }],
+    }));
+    const r = promtool(['test', 'rules', file]);
+    expect(r.code, `${r.out}\n${readFileSync(file, 'utf8')}`).toBe(0);
   });
 
   it('money per asset, exact micro units: billed, checkpointed and final', () => {

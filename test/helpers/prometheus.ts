@@ -118,3 +118,22 @@ export function metricValue(text: string, name: string, labels: Record<string, s
   if (hits.length > 1) throw new Error(`${name}${JSON.stringify(labels)}: ${hits.length} samples`);
   return hits[0]?.[1];
 }
+
+/**
+ * `promtool test rules` input series from real scrapes of /metrics: every sample of `names`, with `target`'s labels
+ * added (what Prometheus adds: job, instance), scrape i holding its value for `minutes[i]` one-minute samples
+ * (`_`, no sample, where that scrape did not have the series).
+ */
+export function inputSeries(scrapes: string[], names: string[], target: Record<string, string>, minutes: number[]): Array<{ series: string; values: string }> {
+  const extra = Object.entries(target).map(([k, v]) => `${k}="${v}"`);
+  const series = new Map<string, Array<string | undefined>>();
+  scrapes.forEach((text, i) => {
+    for (const name of names)
+      for (const [labels, v] of samples(text, name)) {
+        const key = `${name}{${[labels, ...extra].filter(Boolean).join(', ')}}`;
+        if (!series.has(key)) series.set(key, scrapes.map(() => undefined));
+        series.get(key)![i] = v;
+      }
+  });
+  return [...series].map(([key, vs]) => ({ series: key, values: vs.map((v, i) => `${v === undefined ? '_' : Number(v)}x${minutes[i]! - 1}`).join(' ') }));
+}
