@@ -3,6 +3,7 @@
 // PromQL, so a renamed metric fails here), the exposition passes `promtool check metrics`, money per asset is exact,
 // the health gauges are the /healthz verdict, build_info names the build, and /metrics keeps answering while a
 // PostgreSQL store is down (node_svc_store_up 0), then recovers without a restart.
+import { spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -178,6 +179,10 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
     const labels = [...samples(text, 'node_svc_build_info').keys()];
     expect(labels).toHaveLength(1);
     expect(labels[0]).toMatch(new RegExp(`^version="${pkg.version.replace(/\./g, '\\.')}",commit="([0-9a-f]{12}|unknown)",node_version="${process.version}"$`));
+    // CI builds (npm test runs `npm run build`) from a git checkout: the commit is the one checked out. Elsewhere dist/
+    // may predate the last commit.
+    const head = spawnSync('git', ['rev-parse', '--short=12', 'HEAD'], { cwd: REPO_ROOT, encoding: 'utf8' });
+    if (process.env.CI && head.status === 0) expect(labels[0]).toContain(`commit="${head.stdout.trim()}"`);
   });
 });
 
