@@ -271,7 +271,9 @@ export class DeliveryWorker {
           if (delay === undefined) this.stats.dead++;
           else this.stats.failed++;
         }
-        metrics.deliveries.inc({ outcome: r.outcome === 'failed' && r.nextAttemptAt === null ? 'dead' : r.outcome });
+        const outcome = r.outcome === 'failed' && r.nextAttemptAt === null ? 'dead' : r.outcome;
+        metrics.deliveries.inc({ outcome });
+        metrics.attemptDuration.observe(durationMs / 1000, { outcome });
         if (r.outcome === 'delivered') metrics.deliveryLatency.observe(Math.max(0, at + durationMs - d.created_at) / 1000);
         else log.warn(r.nextAttemptAt === null ? 'webhook delivery failed; no retry left' : 'webhook delivery failed', { subscription: d.subscription_id, event: d.event_id, attempt: d.attempts, status: r.statusCode, error: r.error, nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString() });
         this.#results.push(r);

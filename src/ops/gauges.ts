@@ -1,38 +1,66 @@
-// Gauges read from the store at scrape time: outbox depth and settlement lag. Each read is bounded by the number of
-// subscriptions or open settlements, never by history: counts come from rows the store's triggers keep (migration 0090).
+// Gauges read at scrape time: outbox depth, settlement lag, money per asset and the health verdict. Each read is
+// bounded by the number of subscriptions, assets or open settlements, never by history: counts come from rows the
+// store's triggers keep (migration 0090). Each source is read once per scrape, however many gauges it feeds.
 import type { Deps } from '../service/deps.js';
+import { healthVerdict, type CheckStatus } from '../service/health.js';
 import { health } from '../store/health.js';
 import { attempts } from '../store/webhooks.js';
 import type { Gauge } from './metrics.js';
 
+const STATUSES: CheckStatus[] = ['ok', 'degraded', 'down'];
+/** One series per status, 1 for the current one (the usual shape of an enum in Prometheus). */
+const oneHot = (current: CheckStatus, labels: Record<string, string> = {}) => STATUSES.map((status) => ({ labels: { ...labels, status }, value: current === status ? 1 : 0 }));
+
+const once = <T>(read: () => Promise<T>) => {
+  let p: Promise<T> | undefined;
+  return () => (p ??= read());
+};
+
 export function opsGauges(d: Deps): Gauge[] {
+  const totals = once(() => attempts.totals(d.store.q));
+  const settlements = once(() => health.settlements(d.store.q, d.now(), d.config.settlementStuckMs));
+  const money = once(() => health.moneyByAsset(d.store.q));
+  // The verdict /healthz answers (the same checks, the rail probe included); it never throws: a store that does not
+  // answer is its `store` check, down.
+  const verdict = once(() => healthVerdict(d, d.health));
+  const lagOf = (at: number | null) => (at === null ? 0 : Math.max(0, (d.now() - at) / 1000));
+  const perAsset = (pick: (m: Awaited<ReturnType<typeof money>>[number]) => bigint) => async () => (await money()).map((m) => ({ labels: { asset: m.asset }, value: pick(m) }));
   return [
     {
       name: 'node_svc_outbox_depth',
       help: 'Webhook deliveries not yet acknowledged, by status (pending = not failed yet, in flight included; retrying = failed at least once)',
       read: async () => {
-        const t = await attempts.totals(d.store.q);
+        const t = await totals();
         return [{ labels: { status: 'pending' }, value: t.pending }, { labels: { status: 'retrying' }, value: t.retrying }];
+      },
+    },
+    {
+      name: 'node_svc_outbox_oldest_pending_age_seconds',
+      help: 'Age of the oldest delivery not yet acknowledged (0 when none is pending)',
+      read: async () => {
+        const o = (await verdict()).checks.find((c) => c.name === 'outbox');
+        if (!o || typeof o.figures.oldestPendingAgeSeconds !== 'number') throw new Error('no outbox figures');
+        return o.figures.oldestPendingAgeSeconds;
       },
     },
     {
       name: 'node_svc_webhook_dead_deliveries',
       help: 'Deliveries that used up their retry schedule (replay them with node-svc webhooks replay)',
-      read: async () => (await attempts.totals(d.store.q)).dead,
+      read: async () => (await totals()).dead,
     },
     {
       name: 'node_svc_settlement_lag_seconds',
-      help: 'Age of the oldest settlement not yet final (0 when none is open)',
+      help: 'Age of the oldest settlement not yet final, by rail (0 when none is open)',
       read: async () => {
-        const t = (await health.settlements(d.store.q, d.now(), d.config.settlementStuckMs)).oldestOpenAt;
-        return t === null ? 0 : Math.max(0, (d.now() - t) / 1000);
+        const by = (await settlements()).oldestOpenAtByRail;
+        return [{ labels: { rail: 'escrow' }, value: lagOf(by.escrow) }, { labels: { rail: 'card' }, value: lagOf(by.card) }];
       },
     },
     {
       name: 'node_svc_settlements',
       help: 'Settlements by state: in_flight (sent or mined, not final), stuck (sent, not mined past --settle-stuck-after), failed (streams whose last settlement failed)',
       read: async () => {
-        const h = await health.settlements(d.store.q, d.now(), d.config.settlementStuckMs);
+        const h = await settlements();
         return [{ labels: { state: 'in_flight' }, value: h.inFlight + h.checkpointed }, { labels: { state: 'stuck' }, value: h.stuck }, { labels: { state: 'failed' }, value: h.failed }];
       },
     },
@@ -40,6 +68,24 @@ export function opsGauges(d: Deps): Gauge[] {
       name: 'node_svc_unsettled_streams',
       help: 'Streams whose billed truth is above their final amount',
       read: async () => (await health.unsettledStreams(d.store.q)) ?? 0,
+    },
+    { name: 'node_svc_billed_micro', help: 'Money billed (accepted vouchers), in micro units of the asset, by asset', read: perAsset((m) => m.billedMicro) },
+    { name: 'node_svc_checkpointed_micro', help: 'Money settled at least as far as checkpointed (final included), in micro units of the asset, by asset', read: perAsset((m) => m.checkpointedMicro) },
+    { name: 'node_svc_final_micro', help: 'Money final (credit-safe), in micro units of the asset, by asset', read: perAsset((m) => m.finalMicro) },
+    {
+      name: 'node_svc_store_up',
+      help: 'Whether the store (SQLite or PostgreSQL) answers: 1 or 0',
+      read: async () => ((await verdict()).checks.find((c) => c.name === 'store')?.status === 'ok' ? 1 : 0),
+    },
+    {
+      name: 'node_svc_health_status',
+      help: 'The /healthz verdict: 1 for the current status (ok, degraded or down), 0 for the others',
+      read: async () => oneHot((await verdict()).status),
+    },
+    {
+      name: 'node_svc_health_check_status',
+      help: 'Each check of /healthz (store, keys, rail, outbox, …), by name: 1 for its current status, 0 for the others',
+      read: async () => (await verdict()).checks.flatMap((c) => oneHot(c.status, { check: c.name })),
     },
   ];
 }

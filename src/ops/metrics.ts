@@ -10,6 +10,11 @@ class Counter {
   readonly values = new Map<string, number>();
   readonly #keys = new Map<string, string>();
   constructor(readonly name: string, readonly help: string) {}
+  /** Series that exist at 0 before their first event, so increase() sees that first event (an alert on it fires). */
+  zero(...labelSets: Labels[]): this {
+    for (const l of labelSets) if (!this.values.has(key(l))) this.values.set(key(l), 0);
+    return this;
+  }
   inc(labels: Labels = {}, by = 1): void {
     const k = key(labels);
     this.values.set(k, (this.values.get(k) ?? 0) + by);
@@ -52,23 +57,32 @@ class Histogram {
 export const metrics = {
   requests: new Counter('node_svc_http_requests_total', 'HTTP requests by route, method and status'),
   verify: new Counter('node_svc_verify_results_total', 'Credential verify answers by result (valid or the refusal name)'),
-  deliveries: new Counter('node_svc_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, failed, dead, gone)'),
+  deliveries: new Counter('node_svc_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, failed, dead, gone)')
+    .zero(...['delivered', 'failed', 'dead', 'gone'].map((outcome) => ({ outcome }))),
   deliveryLatency: new Histogram('node_svc_webhook_delivery_latency_seconds', 'From event recorded to acknowledged delivery', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600]),
+  attemptDuration: new Histogram('node_svc_webhook_attempt_duration_seconds', 'One delivery attempt, from sending the request to the receiver\'s answer (or the error), by outcome', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
   settlements: new Counter('node_svc_settlements_total', 'Settlement transitions by rail and state (submitted, checkpointed, final, failed)'),
 };
+
+/** Money is a bigint of micro units, written exactly (Prometheus reads it as a float64: exact below 2^53). */
+type GaugeValue = number | bigint;
 
 export interface Gauge {
   name: string;
   help: string;
-  read(): Promise<number | Array<{ labels: Labels; value: number }>>;
+  read(): Promise<GaugeValue | Array<{ labels: Labels; value: GaugeValue }>>;
 }
 
+/**
+ * The exposition. A gauge whose read fails (the store does not answer) is left without samples — its HELP and TYPE
+ * stay — so /metrics still answers, with node_svc_store_up and node_svc_health_status saying why.
+ */
 export async function renderMetrics(gauges: Gauge[]): Promise<string> {
-  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.settlements.render()];
+  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render()];
   for (const g of gauges) {
-    const v = await g.read();
+    const v = await g.read().catch(() => []);
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];
-    if (typeof v === 'number') lines.push(`${g.name} ${v}`);
+    if (typeof v === 'number' || typeof v === 'bigint') lines.push(`${g.name} ${v}`);
     else for (const x of v) lines.push(`${g.name}{${key(x.labels)}} ${x.value}`);
     parts.push(lines.join('\n'));
   }

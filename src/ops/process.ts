@@ -1,7 +1,7 @@
 // The process metrics Prometheus clients export by default (prom-client's names), and node_svc_build_info:
 // read at scrape time, no dependency.
 import { readdirSync } from 'node:fs';
-import { VERSION } from '../version.js';
+import { COMMIT, VERSION } from '../version.js';
 
 const startSeconds = Math.round((Date.now() - process.uptime() * 1000) / 1000);
 
@@ -21,7 +21,7 @@ export function renderProcessMetrics(): string {
   const mem = process.memoryUsage();
   const fds = openFds();
   const parts = [
-    line('node_svc_build_info', 'gauge', 'Always 1; the labels say which build is running', 1, `{version="${VERSION}",node_version="${process.version}"}`),
+    line('node_svc_build_info', 'gauge', 'Always 1; the labels say which build is running', 1, `{version="${VERSION}",commit="${COMMIT}",node_version="${process.version}"}`),
     line('process_cpu_user_seconds_total', 'counter', 'User CPU time spent in seconds', cpu.user / 1e6),
     line('process_cpu_system_seconds_total', 'counter', 'System CPU time spent in seconds', cpu.system / 1e6),
     line('process_cpu_seconds_total', 'counter', 'Total user and system CPU time spent in seconds', (cpu.user + cpu.system) / 1e6),

@@ -1,6 +1,7 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
 import type { Sql } from './sql.js';
+import { attempts } from './webhooks.js';
 
 export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
 export interface SettlementFigures {
@@ -12,6 +13,8 @@ export interface SettlementFigures {
   failed: number;
   /** Age of the oldest settlement not final yet (ms timestamp), null when none is open. */
   oldestOpenAt: number | null;
+  /** The same per rail (card finality takes days, escrow minutes: an alert needs each apart). */
+  oldestOpenAtByRail: { escrow: number | null; card: number | null };
   /** Sent but not mined (captured) for longer than the stuck limit (--settle-stuck-after). */
   stuck: number;
   /** When the oldest settlement not mined yet was sent (ms timestamp), null when none. */
@@ -24,19 +27,18 @@ const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 EN
 export const health = {
   ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
   outbox: async (q: Sql): Promise<OutboxFigures> => {
-    // last_error marks a delivery that failed at least once (attempts also counts a claim in flight).
-    const r = (await q.get<{ pending: number; retrying: number; dead: number; oldest: number | null }>(`SELECT ${count("status = 'pending' AND last_error IS NULL")} AS pending,
-      ${count("status = 'pending' AND last_error IS NOT NULL")} AS retrying,
-      ${count("status = 'dead'")} AS dead,
-      MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest
-      FROM deliveries WHERE status IN ('pending', 'dead')`))!;
-    return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
+    // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial
+    // index of the queue (deliveries_due): bounded by what is pending, never by the delivered or dead history.
+    const t = await attempts.totals(q);
+    const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending'")) ?? null;
+    return { pending: t.pending, retrying: t.retrying, dead: t.dead, oldestPendingAt: oldest === null ? null : Number(oldest) };
   },
   settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
-    const s = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; stuck: number; oldest_unmined: number | null }>(
+    const s = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; oldest_escrow: number | null; oldest_card: number | null; stuck: number; oldest_unmined: number | null }>(
       `SELECT ${count("status IN ('pending', 'submitted')")} AS in_flight,
       ${count("status = 'checkpointed'")} AS checkpointed,
       MIN(CASE WHEN status IN ('pending', 'submitted', 'checkpointed') THEN created_at END) AS oldest,
+      MIN(CASE WHEN rail = 'escrow' THEN created_at END) AS oldest_escrow, MIN(CASE WHEN rail = 'card' THEN created_at END) AS oldest_card,
       ${count("status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?")} AS stuck,
       MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
       FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`, [now - stuckAfterMs]))!;
@@ -48,7 +50,30 @@ export const health = {
       `SELECT asset, CAST(SUM(billed_micro) - SUM(final_micro) AS BIGINT) AS unsettled, CAST(SUM(final_micro) AS BIGINT) AS final, CAST(SUM(billed_streams) AS BIGINT) AS n
         FROM asset_totals GROUP BY asset HAVING SUM(billed_streams) > 0 ORDER BY asset`, [], true))
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
-    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed, oldestOpenAt: s.oldest, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
+    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed, oldestOpenAt: s.oldest, oldestOpenAtByRail: { escrow: s.oldest_escrow, card: s.oldest_card }, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
+  },
+  /**
+   * Money per asset at each stage, exact micro units: billed ≥ checkpointed ≥ final. Billed and final are the
+   * counters the store keeps (asset_totals); checkpointed is final plus what streams with a checkpointed settlement
+   * have checkpointed beyond final, read from those open settlements only (summed here: no sort of a growing table).
+   */
+  moneyByAsset: async (q: Sql): Promise<Array<{ asset: string; billedMicro: bigint; checkpointedMicro: bigint; finalMicro: bigint }>> => {
+    const totals = await q.all<{ asset: string; billed: bigint; final: bigint }>(
+      'SELECT asset, CAST(SUM(billed_micro) AS BIGINT) AS billed, CAST(SUM(final_micro) AS BIGINT) AS final FROM asset_totals GROUP BY asset ORDER BY asset', [], true);
+    // The IN term is the partial index's own (settlements_open): SQLite uses that index only when the query says so.
+    const ahead = await q.all<{ node_id: string; stream: string; asset: string; ahead: bigint }>(
+      `SELECT t.node_id, t.stream, s.asset, s.checkpointed_micro - s.final_micro AS ahead FROM settlements t
+        JOIN streams s ON s.node_id = t.node_id AND s.id = t.stream
+        WHERE t.status IN ('pending', 'submitted', 'checkpointed') AND t.status = 'checkpointed'`, [], true);
+    const seen = new Set<string>();
+    const extra = new Map<string, bigint>();
+    for (const r of ahead) {
+      const k = `${r.node_id}\0${r.stream}`; // a stream can have more than one checkpointed settlement: count it once
+      if (seen.has(k) || r.ahead <= 0n) continue;
+      seen.add(k);
+      extra.set(r.asset, (extra.get(r.asset) ?? 0n) + r.ahead);
+    }
+    return totals.map((t) => ({ asset: t.asset, billedMicro: t.billed, checkpointedMicro: t.final + (extra.get(t.asset) ?? 0n), finalMicro: t.final }));
   },
   /** Active subscriptions whose latest attempts fail (failing_since is cleared by the next success). */
   subscriptions: async (q: Sql) =>

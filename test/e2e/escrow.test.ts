@@ -8,9 +8,10 @@ import { generatePrivateKey } from 'viem/accounts';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
 import { cliFor, tempDataDir, type TempDataDir } from '../helpers/cli.js';
-import { clientOf, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
+import { clientOf, http, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { channelOf, escrowFlags, eventually, highS, startEscrowDaemon, withV, writeKeyFile } from '../helpers/escrow.js';
 import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
+import { metricValue } from '../helpers/prometheus.js';
 import { startReceiver, verifyServiceSignature, type ReceivedRequest, type Receiver } from '../helpers/receiver.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -106,6 +107,13 @@ describe('escrow rail against the real daemon', () => {
   it('credential → vouchers (refusals, stale, over cap) → settle → checkpointed → final, matching the chain; a second voucher raises the frontier', async () => {
     const s = await escrowStream();
     const payee0 = await chain.balanceOf(chain.operator.address);
+    // /metrics: USDC billed, checkpointed and final of the whole store, as moved by this stream from here on.
+    const money = async () => {
+      const text = (await http(daemon.url, '/metrics')).text;
+      return (['billed', 'checkpointed', 'final'] as const).map((stage) => BigInt(metricValue(text, `node_svc_${stage}_micro`, { asset: 'USDC' }) ?? '0'));
+    };
+    const before = await money();
+    const moved = async () => (await money()).map((v, k) => v - before[k]!);
 
     const v = await A.post('/v1/allowances/verify', { credential: s.credential });
     expect(v.status, v.text).toBe(200);
@@ -162,6 +170,7 @@ describe('escrow rail against the real daemon', () => {
     expect(receipt.to?.toLowerCase()).toBe(chain.escrow.toLowerCase());
     expect(receipt.from.toLowerCase()).toBe(chain.operator.address.toLowerCase());
     expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + 1_000n); // paid on chain, but not final yet
+    expect(await moved()).toEqual([1_000n, 1_000n, 0n]); // billed, checkpointed, final
 
     await chain.mine(3);
     const fin = await eventually(async () => { const f = await finalityOf(A, s); return f.finality === 'final' && f; }, 'final at 1000');
@@ -175,11 +184,13 @@ describe('escrow rail against the real daemon', () => {
     const cp2 = await eventually(async () => { const f = await finalityOf(A, s); return f.frontier.amountMicro === '2500' && f.finality === 'checkpointed' && f; }, 'checkpointed at 2500');
     expect(cp2.frontier.reference).not.toBe(cp.frontier.reference);
     expect(cp2.finalMicro).toBe('1000'); // the credit-safe amount is still the old final
+    expect(await moved()).toEqual([2_500n, 2_500n, 1_000n]);
     await chain.mine(3);
     const fin2 = await eventually(async () => { const f = await finalityOf(A, s); return f.finality === 'final' && f.finalMicro === '2500' && f; }, 'final at 2500');
     expect(fin2.frontier.reference).toBe(cp2.frontier.reference);
     expect(BigInt(fin2.finalMicro)).toBe((await chain.balanceOf(chain.operator.address)) - payee0);
     expect((await channelOf(chain, s.channel)).settled).toBe(2_500n);
+    expect(await moved()).toEqual([2_500n, 2_500n, 2_500n]);
 
     sampling = false;
     await sampler;

@@ -193,7 +193,7 @@ describe('webhooks: a failing delivery is logged; replay completes the retrying 
 describe('ops', () => {
   it('/metrics has node_svc_build_info and the default process metrics', async () => {
     const m = (await http(daemon.url, '/metrics')).text;
-    expect(m).toMatch(/^node_svc_build_info\{version="\d+\.\d+\.\d+",node_version="v20[^"]*"\} 1$/m);
+    expect(m).toMatch(/^node_svc_build_info\{version="\d+\.\d+\.\d+",commit="(?:[0-9a-f]{12}|unknown)",node_version="v20[^"]*"\} 1$/m);
     for (const name of ['process_cpu_seconds_total', 'process_resident_memory_bytes', 'process_start_time_seconds', 'nodejs_heap_size_used_bytes', 'process_open_fds'])
       expect(m).toMatch(new RegExp(`^${name} \\d+(\\.\\d+)?(e[+-]?\\d+)?$`, 'm'));
   });

@@ -152,7 +152,8 @@ describe('one running daemon: metrics, logs, backup, replay, nodes rm', () => {
     expect(text).toMatch(/^node_svc_webhook_delivery_latency_seconds_count [1-9]\d*$/m);
     expect(text).toMatch(/^# TYPE node_svc_outbox_depth gauge$/m);
     expect(text).toMatch(/^node_svc_outbox_depth\{status="retrying"\} 0$/m);
-    expect(text).toMatch(/^node_svc_settlement_lag_seconds 0$/m); // no rail: no settlement open
+    expect(text).toMatch(/^node_svc_settlement_lag_seconds\{rail="escrow"\} 0$/m); // no rail: no settlement open
+    expect(text).toMatch(/^node_svc_settlement_lag_seconds\{rail="card"\} 0$/m);
     expect(text).toMatch(/^node_svc_unsettled_streams 1$/m); // one voucher, no settlement
     expect(text).toMatch(/^node_svc_webhook_dead_deliveries 0$/m);
 

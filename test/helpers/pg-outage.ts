@@ -43,10 +43,16 @@ async function pgCtl(args: string[]): Promise<void> {
  * down and came back (ms since the epoch).
  */
 export async function outage(port: number, downMs: number): Promise<{ downAt: number; upAt: number }> {
-  const { data, options } = postmasterOf(port);
-  await pgCtl(['-D', data, 'stop', '-m', 'fast', '-w']);
+  const start = await stopServer(port);
   const downAt = Date.now();
   await new Promise((r) => setTimeout(r, downMs));
-  await pgCtl(['-D', data, 'start', '-w', '-t', '60', '-l', join(dirname(data), 'log'), '-o', options]);
+  await start();
   return { downAt, upAt: Date.now() };
+}
+
+/** Stop the server on `port` (fast); resolves with the function that starts it again as it was (resolving once it accepts connections). */
+export async function stopServer(port: number): Promise<() => Promise<void>> {
+  const { data, options } = postmasterOf(port);
+  await pgCtl(['-D', data, 'stop', '-m', 'fast', '-w']);
+  return () => pgCtl(['-D', data, 'start', '-w', '-t', '60', '-l', join(dirname(data), 'log'), '-o', options]);
 }
