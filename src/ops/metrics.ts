@@ -55,6 +55,7 @@ export const metrics = {
   deliveries: new Counter('node_svc_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, failed, dead, gone)'),
   deliveryLatency: new Histogram('node_svc_webhook_delivery_latency_seconds', 'From event recorded to acknowledged delivery', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600]),
   settlements: new Counter('node_svc_settlements_total', 'Settlement transitions by rail and state (submitted, checkpointed, final, failed)'),
+  alerts: new Counter('node_svc_alerts_emitted_total', 'Operational events (alerts) recorded for the alert endpoints, by kind'),
 };
 
 export interface Gauge {
@@ -64,7 +65,7 @@ export interface Gauge {
 }
 
 export async function renderMetrics(gauges: Gauge[]): Promise<string> {
-  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.settlements.render()];
+  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.settlements.render(), metrics.alerts.render()];
   for (const g of gauges) {
     const v = await g.read();
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];

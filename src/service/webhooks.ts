@@ -45,7 +45,7 @@ export function refuseControl(field: string, value: string | undefined): void {
 }
 
 /** The URL as the WHATWG parser normalises it (what is stored, shown and connected to), or a 400 naming the problem. */
-function checkUrl(d: Deps, raw: string): string {
+export function checkUrl(d: Pick<Deps, 'webhookPolicy'>, raw: string): string {
   if (raw.length > MAX_URL_LENGTH) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`);
   // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
   refuseControl('url', raw);

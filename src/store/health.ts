@@ -1,5 +1,6 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
+import { OPERATOR } from '../domain/alerts.js';
 import type { Sql } from './sql.js';
 
 export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
@@ -53,12 +54,12 @@ export const health = {
   /** Active subscriptions whose latest attempts fail (failing_since is cleared by the next success). */
   subscriptions: async (q: Sql) =>
     (await q.get<{ total: number; failing: number; failing_since: number | null; disabled: number }>(`SELECT COUNT(*) AS total, ${count('failing_since IS NOT NULL')} AS failing,
-      MIN(failing_since) AS failing_since, (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled') AS disabled
-      FROM webhook_subscriptions WHERE status = 'active'`))!,
+      MIN(failing_since) AS failing_since, (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled' AND node_id != @op) AS disabled
+      FROM webhook_subscriptions WHERE status = 'active' AND node_id != @op`, { op: OPERATOR }))!,
   keys: (q: Sql) =>
     q.all<{ issuer: string; keys: number; fetched_at: number; from_url: number }>(`SELECT issuer, COUNT(*) AS keys, MAX(fetched_at) AS fetched_at,
       MAX(CASE WHEN source LIKE 'http://%' OR source LIKE 'https://%' THEN 1 ELSE 0 END) AS from_url FROM issuer_keys GROUP BY issuer ORDER BY issuer`),
   /** Streams whose billed truth is above their final amount (a counter kept by triggers, migration 0090). */
   unsettledStreams: async (q: Sql) => Number((await q.value<number>("SELECT CAST(SUM(n) AS BIGINT) AS n FROM store_gauges WHERE name = 'unsettled_streams'")) ?? 0),
-  nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes')) ?? 0,
+  nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes WHERE id != ?', [OPERATOR])) ?? 0,
 };

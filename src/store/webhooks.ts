@@ -42,6 +42,15 @@ export const subscriptions = {
     q.run(`UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`, [previousExpiresAt, secret, now, id]),
   failed: (q: Sql, id: string, now: number) =>
     q.run('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?', [now, id]),
+  /** `failed` that also counts the group's `n` failed attempts since the last success: the count after this write. */
+  failedCounting: async (q: Sql, id: string, now: number, n: number) =>
+    Number(await q.value<number>('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?), consecutive_failures = consecutive_failures + ? WHERE id = ? RETURNING consecutive_failures', [now, n, id])),
+  /** `succeededThenFailing` that also sets the failures counted since that success. */
+  succeededCounting: (q: Sql, id: string, lastSuccessAt: number, failingSince: number | null, failuresAfter: number) =>
+    q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = ?, consecutive_failures = ? WHERE id = ?', [lastSuccessAt, failingSince, failuresAfter, id]),
+  /** Disable an active subscription: 1 when this call disabled it (a transition happens once, whoever else tries). */
+  disableIfActive: (q: Sql, id: string, reason: string, now: number) =>
+    (activeChanged(), q.run("UPDATE webhook_subscriptions SET status = 'disabled', disabled_reason = ?, updated_at = ? WHERE id = ? AND status = 'active'", [reason, now, id])),
   /** A success in a group of results, then maybe failures after it: one write for the subscription's whole group. */
   succeededThenFailing: (q: Sql, id: string, lastSuccessAt: number, failingSince: number | null) =>
     q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = ? WHERE id = ?', [lastSuccessAt, failingSince, id]),
