@@ -274,21 +274,21 @@ export class DeliveryWorker {
         continue;
       }
       const was = cleared[i];
-      if (was) await emitAlert(tx, 'endpoint.recovered', `subscription:${id}`, { ...subject, failingSince: iso(Number(was.since)), recoveredAt: iso(m.success!) }, m.success!);
+      if (was) await emitAlert(tx, 'endpoint.recovered', `webhook:${id}`, { ...subject, failingSince: iso(Number(was.since)), recoveredAt: iso(m.success!) }, m.success!);
       const failures = m.success === null ? counts[i]! : m.failures;
       if (failures >= after)
-        await raiseAlert(tx, { key: `endpoint:${id}`, kind: 'endpoint.failing', node: r.nodeId, ref: `subscription:${id}`, now: r.at,
+        await raiseAlert(tx, { key: `endpoint:${id}`, kind: 'endpoint.failing', node: r.nodeId, ref: `webhook:${id}`, now: r.at,
           data: { ...subject, consecutiveFailures: failures, lastStatus: r.statusCode, lastError: r.error, lastAttemptAt: iso(r.at) } });
     }
     for (const r of disabled) {
       if (r.nodeId === OPERATOR) continue;
       // Nothing more is attempted: its failing condition closes with it (no recovery event for a disabled endpoint).
       await alertStates.clear(tx, `endpoint:${r.subscriptionId}`, ['endpoint.failing']);
-      await emitAlert(tx, 'endpoint.disabled', `subscription:${r.subscriptionId}`, { node: r.nodeId, subscription: r.subscriptionId, url: redactUrls(r.url), reason: r.disable, disabledAt: iso(r.at) }, r.at);
+      await emitAlert(tx, 'endpoint.disabled', `webhook:${r.subscriptionId}`, { node: r.nodeId, subscription: r.subscriptionId, url: redactUrls(r.url), reason: r.disable, disabledAt: iso(r.at) }, r.at);
     }
     for (const r of dead) {
       if (r.nodeId === OPERATOR) continue;
-      await emitAlert(tx, 'delivery.exhausted', `subscription:${r.subscriptionId}`, {
+      await emitAlert(tx, 'delivery.exhausted', `webhook:${r.subscriptionId}`, {
         node: r.nodeId, subscription: r.subscriptionId, delivery: r.deliveryId, event: r.eventId, eventType: r.eventType ?? null,
         attempts: r.attempt, lastStatus: r.statusCode, lastError: r.error, lastAttemptAt: iso(r.at),
       }, r.at);

@@ -13,7 +13,7 @@ function announce(tx: Sql, kind: AlertKind, r: RecordedAlert, data: Record<strin
   const f = () => {
     metrics.alerts.inc({ kind });
     // The data is the event's: never a token, secret, credential or voucher (each kind's data is built to that rule).
-    if (kind !== 'alert.test') (kind.endsWith('recovered') ? log.info : log.warn)(`alert ${kind}`, { event: r.id, endpoints: r.deliveries, ...data });
+    if (kind !== 'alert.test') (kind.endsWith('recovered') ? log.info : log.warn)(`alert ${kind}`, { ...(r.deliveries ? { event: r.id } : {}), endpoints: r.deliveries, ...data });
   };
   if (tx.afterCommit) tx.afterCommit(f);
   else f();

@@ -54,16 +54,14 @@ export interface RecordedAlert { seq: number; id: string; deliveries: number }
  */
 export async function recordAlert(tx: Sql, kind: AlertKind, externalRef: string, data: Record<string, unknown>, now = Date.now(), targets?: string[]): Promise<RecordedAlert> {
   const id = newId('evt');
+  const endpoints = (await tx.all<{ id: string; events: string }>("SELECT id, events FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'", [OPERATOR]))
+    .filter((e) => (targets !== undefined ? targets.includes(e.id) : e.events === '*' || (JSON.parse(e.events) as string[]).includes(kind)));
+  // No endpoint takes it: nothing to keep (no API lists operational events; the transition itself is in alert_states).
+  if (!endpoints.length) return { seq: 0, id, deliveries: 0 };
   const body = alertBody({ id, type: kind, occurredAt: iso(now), externalRef, data });
   const seq = Number(await tx.value<number>('INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq',
     [id, OPERATOR, kind, externalRef, now, body]));
-  const endpoints = await tx.all<{ id: string; events: string }>("SELECT id, events FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'", [OPERATOR]);
-  let made = 0;
-  for (const e of endpoints) {
-    if (targets !== undefined ? !targets.includes(e.id) : !(e.events === '*' || (JSON.parse(e.events) as string[]).includes(kind))) continue;
-    await deliveries.insert(tx, seq, e.id, now);
-    made++;
-  }
-  if (made > 0) wakeAfter(tx);
-  return { seq, id, deliveries: made };
+  for (const e of endpoints) await deliveries.insert(tx, seq, e.id, now);
+  wakeAfter(tx);
+  return { seq, id, deliveries: endpoints.length };
 }

@@ -3,11 +3,13 @@
 // the outbox and signed both ways. The real daemon (escrow rail on the local chain), the real CLI, real receivers.
 import { type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startLocalProcessor, type LocalProcessor } from '../../src/rails/card/processor.js';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
+import { cardCredential, cardFlags, startCardDaemon, writeSecretFile } from '../helpers/card.js';
 import { cliFor, json, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { escrowCall, escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../helpers/escrow.js';
-import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, signCompact, type KeyPair } from '../helpers/issuer.js';
+import { ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, type KeyPair } from '../helpers/issuer.js';
 import { startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver, type ReceivedRequest } from '../helpers/receiver.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
@@ -178,7 +180,7 @@ describe('alert endpoints: operational events to the operator', () => {
     const sub = await subscribe(A, '/flaky');
     await emit(A, 'node-a');
     const [failing] = await waitKind('endpoint.failing', (e) => e.data.subscription === sub.id);
-    expect(failing).toMatchObject({ schemaVersion: 'operator/1.0.0', externalRef: `subscription:${sub.id}` });
+    expect(failing).toMatchObject({ schemaVersion: 'operator/1.0.0', externalRef: `webhook:${sub.id}` });
     expect(failing!.data).toMatchObject({ node: 'node-a', subscription: sub.id, url: `${rx.url}/flaky`, consecutiveFailures: 3, lastStatus: 500, lastError: 'receiver answered HTTP 500' });
     // More failures (a second event) raise nothing more.
     await emit(A, 'node-a');
@@ -309,5 +311,59 @@ describe('alert endpoints: operational events to the operator', () => {
     expect((await cli('alerts', 'rm', broken.id)).code).toBe(0);
     expect(json((await cli('alerts', 'list')).stdout).data.map((e: { id: string }) => e.id)).not.toContain(broken.id);
     void sub;
+  });
+});
+
+describe('authorization.expiring on the card rail (local processor)', () => {
+  let t: TempDataDir;
+  let p: LocalProcessor;
+  let daemon: RunningDaemon;
+  let rx: Receiver;
+  let secret: string;
+  let cardIssuer: KeyPair;
+  let payer: KeyPair;
+  let tokenA: string;
+  let acct: string;
+
+  beforeAll(async () => {
+    t = await tempDataDir('node-svc-alerts-card-');
+    p = await startLocalProcessor();
+    acct = p.createAccount().id;
+    [cardIssuer, payer] = await Promise.all([issuerKeyPair(), payerKeyPair()]);
+    ({ tokenA } = await setupNodes(t.dataDir, cardIssuer));
+    rx = await startReceiver();
+    const add = await cliFor(t.dataDir)('alerts', 'add', `${rx.url}/alerts`, '--events', 'authorization.expiring');
+    expect(add.code, add.stderr).toBe(0);
+    secret = json(add.stdout).secret;
+    const keyFile = await writeSecretFile(t.root, 'card.key', p.testKey);
+    daemon = await startCardDaemon(t.dataDir, cardFlags(p, { key: keyFile }, acct), { env: { NODE_SVC_ALERT_WATCH_MS: '200' } });
+  });
+  afterAll(async () => {
+    await daemon?.stop();
+    await rx?.close();
+    await p?.close();
+    await t?.cleanup();
+  });
+
+  it('an authorization within 24 h of its capture deadline: authorization.expiring once, naming node and stream', async () => {
+    const c = clientOf(daemon.url, tokenA);
+    // 12 h from its deadline: inside the 24 h warning, outside the 1 h margin where it is captured and released.
+    const pi = p.createPaymentIntent({ amount: 500, destination: acct, captureBefore: nowSeconds() + 12 * 3600 }) as { id: string };
+    const stream = uid('card');
+    const r = await c.post('/v1/allowances/verify', { credential: cardCredential(cardIssuer, payer, stream, pi.id) });
+    expect(r.status, r.text).toBe(200);
+    const envs = () => rx.at('/alerts').map((q) => {
+      expect(verifyServiceSignature(secret, q.body, q.headers['x-service-signature'])).toBe(true);
+      expect(verifyStandardSignature(secret, q)).toBe(true);
+      return JSON.parse(q.body.toString('utf8')) as Envelope;
+    });
+    const [e] = await eventually(async () => { const xs = envs().filter((x) => x.type === 'authorization.expiring'); return xs.length > 0 && xs; }, 'authorization.expiring', 30_000);
+    expect(e).toMatchObject({ schemaVersion: 'operator/1.0.0', externalRef: `stream:${stream}` });
+    expect(e!.data).toMatchObject({ node: 'node-a', stream, paymentIntent: pi.id, deadline: expect.any(String), minutesLeft: expect.any(Number) });
+    expect(e!.data.minutesLeft).toBeGreaterThan(11 * 60);
+    // The settler looks at deadlines every tick (1 s): a few more ticks emit nothing more.
+    await eventually(async () => (daemon.stderr.match(/card authorization nears its capture deadline/g) ?? []).length >= 1, 'the warning logged');
+    await sleep(3000);
+    expect(new Set(envs().filter((x) => x.type === 'authorization.expiring').map((x) => x.id)).size).toBe(1);
   });
 });
