@@ -95,7 +95,10 @@ export class AlertWatch {
     const o = this.#outage;
     if (!o) return true;
     await this.o.store.write(async (tx) => {
-      if (!(await alertStates.claimOutage(tx, STORE_KEY, o.since, now))) return;
+      if (!(await alertStates.claimOutage(tx, STORE_KEY, o.since, now))) {
+        log.info('store back; the store outage already reported by another daemon', { since: iso(o.since) });
+        return;
+      }
       const data = { since: iso(o.since), error: o.error, daemon: DAEMON_ID };
       await emitAlert(tx, 'store.unavailable', 'store', data, o.since);
       await emitAlert(tx, 'store.recovered', 'store', { since: iso(o.since), recoveredAt: iso(now), downSeconds: Math.round((now - o.since) / 1000), daemon: DAEMON_ID }, now);
