@@ -104,11 +104,12 @@ async function subscriptionsCheck(d: Deps): Promise<HealthCheck> {
 
 /** Alert endpoints (the operator's own channel): one failing or disabled means alerts may not reach anyone. */
 async function alertsCheck(d: Deps): Promise<HealthCheck> {
-  const r = await alertEndpoints.health(d.store.q);
+  const [r, dead] = await Promise.all([alertEndpoints.health(d.store.q), alertEndpoints.dead(d.store.q)]);
   const problems: Array<[CheckStatus, string]> = [];
   if (r.failing) problems.push(['degraded', `${r.failing} alert endpoint(s) failing since ${iso(r.failing_since)}: alerts may not reach anyone (node-svc alerts list)`]);
   if (r.disabled) problems.push(['degraded', `${r.disabled} alert endpoint(s) disabled (node-svc alerts list)`]);
-  return check('alerts', problems, { endpoints: r.total, failing: r.failing, disabled: r.disabled });
+  // Dead alert deliveries are counted, not a problem of their own: the endpoint that lost them was failing (above).
+  return check('alerts', problems, { endpoints: r.total, failing: r.failing, disabled: r.disabled, deadDeliveries: dead });
 }
 
 /** In display order. Other modules append theirs (e.g. settlements stuck past a limit). */

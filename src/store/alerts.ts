@@ -30,13 +30,20 @@ export const alertStates = {
     (await tx.run(`INSERT INTO alert_states(key, kind, node_id, since) VALUES (@key, 'store.recovered', NULL, @now)
       ON CONFLICT(key) DO UPDATE SET since = excluded.since WHERE alert_states.since < @start`, { key, now, start: outageStart })) > 0,
   get: (q: Sql, key: string) => q.get<AlertStateRow>('SELECT key, kind, node_id, since FROM alert_states WHERE key = ?', [key]),
-  /** Every open condition (status shows them). */
-  open: (q: Sql) => q.all<AlertStateRow>("SELECT key, kind, node_id, since FROM alert_states WHERE kind != 'store.recovered' ORDER BY since, key"),
+  /**
+   * Conditions raised that a later event ends (`alerts list` shows them). The other rows only remember that a one-way
+   * transition was raised (headroom.low per stream, stage and cap; authorization.expiring per authorization; the last
+   * store outage reported), so it is not raised twice.
+   */
+  open: (q: Sql) => q.all<AlertStateRow>("SELECT key, kind, node_id, since FROM alert_states WHERE kind IN ('endpoint.failing', 'settlement.stuck', 'settlement.failed', 'wallet.low') ORDER BY since, key"),
 };
 
 export const alertEndpoints = {
   list: (q: Sql) => q.all<SubscriptionRow>("SELECT * FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted' ORDER BY created_at, id", [OPERATOR]),
   get: (q: Sql, id: string) => q.get<SubscriptionRow>("SELECT * FROM webhook_subscriptions WHERE node_id = ? AND id = ? AND status != 'deleted'", [OPERATOR, id]),
+  /** Deliveries to alert endpoints that used up their retries (from the per-subscription counters). */
+  dead: async (q: Sql) =>
+    Number((await q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'dead' AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?)", [OPERATOR])) ?? 0),
   /** Alert endpoints by health: active, failing (their latest attempts fail), disabled. */
   health: async (q: Sql) =>
     (await q.get<{ total: number; failing: number; failing_since: number | null; disabled: number }>(`SELECT COALESCE(SUM(CASE WHEN status = 'active' THEN 1 ELSE 0 END), 0) AS total,

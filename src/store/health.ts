@@ -24,13 +24,14 @@ const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 EN
 
 export const health = {
   ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
+  /** The node deliveries (alert endpoints' are the `alerts` check's: a node cannot replay them). */
   outbox: async (q: Sql): Promise<OutboxFigures> => {
     // last_error marks a delivery that failed at least once (attempts also counts a claim in flight).
     const r = (await q.get<{ pending: number; retrying: number; dead: number; oldest: number | null }>(`SELECT ${count("status = 'pending' AND last_error IS NULL")} AS pending,
       ${count("status = 'pending' AND last_error IS NOT NULL")} AS retrying,
       ${count("status = 'dead'")} AS dead,
       MIN(CASE WHEN status = 'pending' THEN created_at END) AS oldest
-      FROM deliveries WHERE status IN ('pending', 'dead')`))!;
+      FROM deliveries WHERE status IN ('pending', 'dead') AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?)`, [OPERATOR]))!;
     return { pending: r.pending, retrying: r.retrying, dead: r.dead, oldestPendingAt: r.oldest };
   },
   settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
