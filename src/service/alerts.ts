@@ -1,9 +1,8 @@
 // Alert endpoints (the operator's channel of operational events): added, listed, removed and tested by the CLI
 // against the store, never through a node's bearer token. Deliveries go through the outbox like a node's webhooks.
 import { ALERT_KINDS, isAlertKind, OPERATOR } from '../domain/alerts.js';
-import { invalidRequest, limitExceeded, notFound, usageError } from '../domain/errors.js';
+import { limitExceeded, notFound, usageError } from '../domain/errors.js';
 import { newId } from '../domain/ids.js';
-import { hasControl } from '../domain/text.js';
 import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { targetPolicy, type TargetPolicy } from '../delivery/target.js';
@@ -11,7 +10,7 @@ import { emitAlert } from '../ops/alerts.js';
 import { alertEndpoints, alertStates } from '../store/alerts.js';
 import { lockKey, type Store } from '../store/sql.js';
 import { deliveries, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
-import { checkUrl } from './webhooks.js';
+import { checkUrl, refuseControl, view as subscriptionView } from './webhooks.js';
 
 /** Alert endpoints at most (active or disabled). */
 export const MAX_ALERT_ENDPOINTS = 20;
@@ -19,22 +18,15 @@ export const MAX_ALERT_ENDPOINTS = 20;
 /** The kinds an endpoint can choose (alert.test reaches every endpoint tested, whatever it chose). */
 export const ALERT_EVENT_CHOICES = ALERT_KINDS.filter((k) => k !== 'alert.test');
 
-const view = (s: SubscriptionRow) => ({
-  id: s.id,
-  url: s.url,
-  events: s.events === '*' ? ['*'] : (JSON.parse(s.events) as string[]),
-  description: s.description,
-  status: s.status as 'active' | 'disabled',
-  disabledReason: s.disabled_reason,
-  createdAt: iso(s.created_at),
-  lastSuccessAt: s.last_success_at === null ? null : iso(s.last_success_at),
-  failingSince: s.failing_since === null ? null : iso(s.failing_since),
-  consecutiveFailures: Number((s as SubscriptionRow & { consecutive_failures?: number }).consecutive_failures ?? 0),
-});
+/** A subscription's view without what alert endpoints do not have (a schema to pin, a secret rotation). */
+const view = (s: SubscriptionRow) => {
+  const { schemaVersion: _schema, previousSecretExpiresAt: _rotation, ...rest } = subscriptionView(s, Date.now());
+  return { ...rest, consecutiveFailures: Number(s.consecutive_failures) };
+};
 
 export async function addAlertEndpoint(store: Store, req: { url: string; events?: string[]; description?: string }, opts: { policy?: TargetPolicy; now?: number } = {}) {
   const url = checkUrl({ webhookPolicy: opts.policy ?? targetPolicy() }, req.url);
-  if (req.description !== undefined && hasControl(req.description)) throw invalidRequest('description must not contain control characters');
+  refuseControl('description', req.description);
   let events = '*';
   if (req.events !== undefined) {
     if (!req.events.length) throw usageError('--events must name at least one kind (omit it for all kinds)');

@@ -19,10 +19,12 @@ export interface SubscriptionRow {
   updated_at: number;
   last_success_at: number | null;
   failing_since: number | null;
+  /** Failed attempts since the last success (migration 0150). */
+  consecutive_failures: number;
 }
 
 export const subscriptions = {
-  insert: (q: Sql, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
+  insert: (q: Sql, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at' | 'consecutive_failures'>) =>
     (activeChanged(), q.run(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
       VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`, s as unknown as Record<string, unknown>)),
   /** A subscription the node can see (deleted ones are gone for the API). */
