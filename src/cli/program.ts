@@ -85,7 +85,7 @@ export function buildProgram(sink: Sink, json = false): Command {
   const alerts = program.command('alerts').description("the operator's alert endpoints: operational events (endpoint.failing, settlement.stuck, wallet.low, …) pushed through the outbox; managed against the store (--data-dir / --store), never with a node token");
   const A = () => import('./commands/alerts.js');
   alerts.command('add <url>').description('add an alert endpoint (prints its signing secret once)')
-    .option('--events <kinds>', 'comma-separated operational kinds (default: all)').option('--description <text>')
+    .option('--events <kinds>', 'comma-separated kinds (default: all): endpoint.failing, endpoint.recovered, endpoint.disabled, delivery.exhausted, settlement.stuck, settlement.failed, settlement.recovered, authorization.expiring, wallet.low, headroom.low, store.unavailable, store.recovered').option('--description <text>')
     .action(run(async (g, url: string, o: { events?: string; description?: string }) => (await A()).add(g, url, o)));
   alerts.command('list').description('alert endpoints, their health, and the conditions raised and not recovered yet').action(run(async (g) => (await A()).list(g)));
   alerts.command('rm <id>').description('remove an alert endpoint (its pending deliveries are cancelled)').action(run(async (g, id: string) => (await A()).rm(g, id)));

@@ -278,6 +278,11 @@ describe('alert endpoints: operational events to the operator', () => {
     expect(w!.data.address.toLowerCase()).toBe(chain.operator.address.toLowerCase());
     expect(BigInt(w!.data.balanceWei)).toBeLessThan(10n ** 29n);
     expect(w!.externalRef.toLowerCase()).toBe(`wallet:${chain.operator.address.toLowerCase()}`);
+    // Conditions a later event ends are listed as open; one-way kinds (headroom.low) are not.
+    const open = json((await cli('alerts', 'list')).stdout).open as Array<{ kind: string; subject: string; node: string | null }>;
+    expect(open.map((o) => o.kind)).toEqual(expect.arrayContaining(['wallet.low', 'settlement.failed', 'endpoint.failing']));
+    expect(open.some((o) => o.kind === 'headroom.low' || o.kind === 'settlement.stuck')).toBe(false); // the stuck one recovered
+    expect(daemon.stderr).toMatch(/"msg":"alert wallet\.low"/);
     const seen = received().length;
     const before = ofKind('wallet.low').length;
     await daemon.stop();
