@@ -24,8 +24,10 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 
 interface Envelope { id: string; type: string; schemaVersion: string; occurredAt: string; externalRef: string; data: Record<string, any> }
 
-/** What each receiver path answers: 204 unless set (a status, or 'down' for 500 until set back). */
+/** What each receiver path answers: 204 unless set. */
 const answers = new Map<string, number>();
+/** Paths whose requests hang (answered long after the daemon's 2 s attempt timeout). */
+const hanging = new Set<string>();
 
 describe('alert endpoints: operational events to the operator', () => {
   let t: TempDataDir;
@@ -89,7 +91,7 @@ describe('alert endpoints: operational events to the operator', () => {
 
   beforeAll(async () => {
     [chain, issuer] = await Promise.all([startSandboxChain({ closeGrace: 60 }), issuerKeyPair()]);
-    rx = await startReceiver((r) => ({ status: answers.get(r.path) ?? 204 }));
+    rx = await startReceiver((r) => ({ status: answers.get(r.path) ?? 204, ...(hanging.has(r.path) ? { delayMs: 30_000 } : {}) }));
     t = await tempDataDir('node-svc-alerts-');
     let tokenB: string;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
@@ -297,15 +299,17 @@ describe('alert endpoints: operational events to the operator', () => {
     expect(before).toBe(1);
   });
 
-  it('an alert endpoint that fails shows in status and /healthz, and node deliveries go on', async () => {
-    answers.set('/broken', 500);
+  it('an alert endpoint that hangs shows in status and /healthz, and node deliveries go on', async () => {
+    hanging.add('/broken');
     const add = await cli('alerts', 'add', `${rx.url}/broken`);
     const broken = json(add.stdout) as { id: string };
     const sub = await subscribe(A, '/healthy');
-    const ok = await emit(A, 'node-a');
-    await cli('alerts', 'test', broken.id);
+    // Many alerts for the hanging endpoint (each test event one delivery), then a node event.
+    for (let i = 0; i < 5; i++) expect((await cli('alerts', 'test', broken.id)).code).toBe(0);
     await eventually(async () => rx.at('/broken').length >= 2, 'the broken alert endpoint tried');
-    await eventually(async () => rx.at('/healthy').some((r) => r.eventId === ok), 'the node delivery, while the alert endpoint fails');
+    const ok = await emit(A, 'node-a');
+    await eventually(async () => rx.at('/healthy').some((r) => r.eventId === ok), 'the node delivery, while the alert endpoint hangs');
+    expect(rx.at('/broken').some((r) => r.answered === undefined), 'an attempt to the alert endpoint still hanging').toBe(true);
     const h = await eventually(async () => { const r = await http(daemon.url, '/healthz'); return r.body.checks?.find((c: { name: string; status: string }) => c.name === 'alerts' && c.status === 'degraded') && r; }, 'alerts degraded in /healthz');
     expect(h.body.reasons.join(' ')).toMatch(/alert endpoint\(s\) failing/);
     const st = await cli('status', '--url', daemon.url);
@@ -314,6 +318,7 @@ describe('alert endpoints: operational events to the operator', () => {
     // Alert endpoints' own failures raise no alert (they would be sent to themselves).
     expect(ofKind('endpoint.failing', (e) => e.data.subscription === broken.id)).toHaveLength(0);
     expect((await cli('alerts', 'rm', broken.id)).code).toBe(0);
+    hanging.delete('/broken');
     expect(json((await cli('alerts', 'list')).stdout).data.map((e: { id: string }) => e.id)).not.toContain(broken.id);
     void sub;
   });
