@@ -89,8 +89,9 @@ export function buildProgram(sink: Sink, json = false): Command {
     .action(run(async (g, url: string, o: { events?: string; description?: string }) => (await A()).add(g, url, o)));
   alerts.command('list').description('alert endpoints, their health, and the conditions raised and not recovered yet').action(run(async (g) => (await A()).list(g)));
   alerts.command('rm <id>').description('remove an alert endpoint (its pending deliveries are cancelled)').action(run(async (g, id: string) => (await A()).rm(g, id)));
-  alerts.command('test [id]').description('queue an alert.test event to one alert endpoint, or to every active one')
-    .action(run(async (g, id: string | undefined) => (await A()).test(g, id)));
+  alerts.command('test [id]').description('queue an alert.test event to one alert endpoint, or to every active one (the daemon delivers it)')
+    .option('--wait <duration>', 'wait this long (at most 10m) for each endpoint to answer; exit 1 unless every one acknowledged it')
+    .action(run(async (g, id: string | undefined, o: { wait?: string }) => (await A()).test(g, id, o)));
 
   program.command('consume').description('a ready webhook receiver on the reference consumer (verifies, applies, prints)')
     .option('--port <port>', 'port to listen on', '8788').option('--host <host>', 'address', '127.0.0.1')

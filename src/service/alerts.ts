@@ -7,7 +7,7 @@ import { iso } from '../domain/time.js';
 import { newWebhookSecret } from '../delivery/sign.js';
 import { targetPolicy, type TargetPolicy } from '../delivery/target.js';
 import { emitAlert } from '../ops/alerts.js';
-import { alertEndpoints, alertStates } from '../store/alerts.js';
+import { alertDeliveries, alertEndpoints, alertStates } from '../store/alerts.js';
 import { lockKey, type Store } from '../store/sql.js';
 import { deliveries, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
 import { checkUrl, refuseControl, view as subscriptionView } from './webhooks.js';
@@ -82,4 +82,25 @@ export async function testAlertEndpoints(store: Store, id?: string, now = Date.n
     await store.invalidate(tx, { topic: 'subscriptions', key: r.id });
     return { event: r.id, endpoints: active };
   });
+}
+
+export type TestOutcome = 'delivered' | 'pending' | 'retrying' | 'dead' | 'cancelled';
+
+/**
+ * Where a test event's deliveries stand, read until each is delivered or dead, or `waitMs` has passed (every 200 ms;
+ * the daemon delivers, this only reads the store).
+ */
+export async function awaitAlertDeliveries(store: Store, eventId: string, waitMs: number, now: () => number = Date.now) {
+  const until = now() + waitMs;
+  for (;;) {
+    const rows = await alertDeliveries(store.q, eventId);
+    const results = rows.map((r) => ({
+      endpoint: r.endpoint,
+      outcome: (r.status === 'pending' ? (r.last_error === null ? 'pending' : 'retrying') : r.status) as TestOutcome,
+      lastStatus: r.last_status === null ? null : Number(r.last_status),
+      lastError: r.last_error,
+    }));
+    if (results.every((r) => r.outcome === 'delivered' || r.outcome === 'dead' || r.outcome === 'cancelled') || now() >= until) return results;
+    await new Promise((r) => setTimeout(r, Math.min(200, Math.max(0, until - now()))));
+  }
 }

@@ -53,6 +53,11 @@ export const alertEndpoints = {
       FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted'`, [OPERATOR]))!,
 };
 
+/** Where the deliveries of one operational event stand (`alerts test --wait`). */
+export const alertDeliveries = (q: Sql, eventId: string) =>
+  q.all<{ endpoint: string; status: string; last_status: number | null; last_error: string | null }>(`SELECT d.subscription_id AS endpoint, d.status, d.last_status, d.last_error
+    FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id = ? AND e.node_id = ? ORDER BY d.subscription_id`, [eventId, OPERATOR]);
+
 export interface RecordedAlert { seq: number; id: string; deliveries: number }
 
 /**

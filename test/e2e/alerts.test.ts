@@ -167,10 +167,13 @@ describe('alert endpoints: operational events to the operator', () => {
   });
 
   it('alerts test reaches every active endpoint, signed both ways, on the operator schema', async () => {
-    const r = await cli('alerts', 'test');
-    expect(r.code, r.stderr).toBe(0);
-    const { event, endpoints } = json(r.stdout);
+    // --wait: the CLI reads the store until the daemon has delivered it to each endpoint.
+    const r = await cli('alerts', 'test', '--wait', '30s');
+    expect(r.code, r.stdout + r.stderr).toBe(0);
+    const { event, endpoints, delivered, results } = json(r.stdout);
     expect(endpoints).toEqual([alert.id, filtered.id]);
+    expect(delivered).toBe(true);
+    expect(results).toEqual([alert.id, filtered.id].sort().map((endpoint) => ({ endpoint, outcome: 'delivered', lastStatus: 204, lastError: null })));
     const [e] = await waitKind('alert.test', (x) => x.id === event);
     expect(e).toMatchObject({ type: 'alert.test', schemaVersion: 'operator/1.0.0', externalRef: 'operator:test', data: { requestedAt: expect.any(String) } });
     // The filtered endpoint too (a test ignores its filter), signed with its own secret.
@@ -306,6 +309,10 @@ describe('alert endpoints: operational events to the operator', () => {
     const sub = await subscribe(A, '/healthy');
     // Many alerts for the hanging endpoint (each test event one delivery), then a node event.
     for (let i = 0; i < 5; i++) expect((await cli('alerts', 'test', broken.id)).code).toBe(0);
+    // Waiting for an endpoint that does not answer: exit 1, saying where the delivery stands.
+    const waited = await cli('alerts', 'test', broken.id, '--wait', '1s');
+    expect(waited.code, waited.stderr).toBe(1);
+    expect(json(waited.stdout)).toMatchObject({ delivered: false, results: [{ endpoint: broken.id, outcome: expect.stringMatching(/^(pending|retrying)$/) }] });
     await eventually(async () => rx.at('/broken').length >= 2, 'the broken alert endpoint tried');
     const ok = await emit(A, 'node-a');
     await eventually(async () => rx.at('/healthy').some((r) => r.eventId === ok), 'the node delivery, while the alert endpoint hangs');

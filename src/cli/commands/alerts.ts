@@ -1,6 +1,8 @@
 // `node-svc alerts`: the operator's alert endpoints, managed against the store (--data-dir / --store), like nodes
 // and tokens: never through a node's bearer token.
-import { addAlertEndpoint, listAlertEndpoints, removeAlertEndpoint, testAlertEndpoints } from '../../service/alerts.js';
+import { addAlertEndpoint, awaitAlertDeliveries, listAlertEndpoints, removeAlertEndpoint, testAlertEndpoints } from '../../service/alerts.js';
+import { parseDuration } from '../../domain/duration.js';
+import { EXIT } from '../../domain/errors.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { usageError } from '../../domain/errors.js';
 import { table, type CommandResult, type GlobalOptions } from '../output.js';
@@ -41,8 +43,20 @@ export const list = (g: GlobalOptions): Promise<CommandResult> =>
 export const rm = (g: GlobalOptions, id: string): Promise<CommandResult> =>
   withStore(g, async (s) => ({ data: await removeAlertEndpoint(s, id), human: `removed alert endpoint ${id}` }));
 
-export const test = (g: GlobalOptions, id: string | undefined): Promise<CommandResult> =>
-  withStore(g, async (s) => {
+export const test = (g: GlobalOptions, id: string | undefined, o: { wait?: string } = {}): Promise<CommandResult> => {
+  const waitMs = o.wait === undefined ? undefined : parseDuration(o.wait);
+  if (o.wait !== undefined && (waitMs === undefined || waitMs > 600_000)) throw usageError(`--wait "${o.wait}" is not a duration up to 10m`, 'e.g. 10s, 1m');
+  return withStore(g, async (s) => {
     const r = await testAlertEndpoints(s, id);
-    return { data: r, human: `queued test event ${r.event} to ${r.endpoints.join(', ')}; the daemon delivers it (node-svc alerts list shows the last success)` };
+    if (waitMs === undefined)
+      return { data: r, human: `queued test event ${r.event} to ${r.endpoints.join(', ')}; the daemon delivers it (--wait 10s waits for the answers; node-svc alerts list shows the last success)` };
+    // The daemon delivers; this reads where each delivery stands until all are answered or the wait is over.
+    const results = await awaitAlertDeliveries(s, r.event, waitMs);
+    const ok = results.length > 0 && results.every((x) => x.outcome === 'delivered');
+    return {
+      data: { ...r, delivered: ok, results },
+      human: `test event ${r.event}\n${table(['ENDPOINT', 'OUTCOME', 'STATUS', 'ERROR'], results.map((x) => [x.endpoint, x.outcome, x.lastStatus === null ? '-' : String(x.lastStatus), x.lastError ?? '-']))}${ok ? '' : '\nnot every endpoint acknowledged it (is the daemon running? node-svc status)'}`,
+      exitCode: ok ? EXIT.ok : EXIT.negative,
+    };
   });
+};
