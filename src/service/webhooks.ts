@@ -9,6 +9,7 @@ import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, START, type EventPosition, type EventRow } from '../store/events.js';
 import { attempts, deliveries, matches, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
 import { lockKey, type Sql } from '../store/sql.js';
+import { alertStates } from '../store/alerts.js';
 import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -112,6 +113,7 @@ export async function deleteSubscription(d: Deps, nodeId: string, id: string): P
     await requireSubscription(tx, nodeId, id);
     await subscriptions.setStatus(tx, id, 'deleted', null, d.now());
     await deliveries.cancelPending(tx, id);
+    await alertStates.clear(tx, `endpoint:${id}`, ['endpoint.failing']); // nothing more is attempted: no recovery to wait for
     await d.store.invalidate(tx, { topic: 'subscriptions', key: id });
   });
 }

@@ -36,6 +36,9 @@ describe('alert endpoints: operational events to the operator', () => {
   let A: Client;
   let B: Client;
   let tokenA: string;
+  let tokenB: string;
+  let deadSub: string;
+  let recoveredStream: string;
   let flags: string[];
   let cli: ReturnType<typeof cliFor>;
   let alert: { id: string; secret: string };
@@ -93,7 +96,6 @@ describe('alert endpoints: operational events to the operator', () => {
     [chain, issuer] = await Promise.all([startSandboxChain({ closeGrace: 60 }), issuerKeyPair()]);
     rx = await startReceiver((r) => ({ status: answers.get(r.path) ?? 204, ...(hanging.has(r.path) ? { delayMs: 30_000 } : {}) }));
     t = await tempDataDir('node-svc-alerts-');
-    let tokenB: string;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
     cli = cliFor(t.dataDir);
     // Piped: the endpoint as JSON, its secret shown this once.
@@ -208,6 +210,7 @@ describe('alert endpoints: operational events to the operator', () => {
   it('a delivery out of retries: delivery.exhausted once, naming node, subscription and event', async () => {
     answers.set('/dead', 503);
     const sub = await subscribe(B, '/dead');
+    deadSub = sub.id;
     const ev = await emit(B, 'node-b');
     const [x] = await waitKind('delivery.exhausted', (e) => e.data.subscription === sub.id);
     expect(x!.data).toMatchObject({ node: 'node-b', subscription: sub.id, event: ev, eventType: 'budget.halted', attempts: 7, lastStatus: 503, delivery: expect.stringMatching(/^dlv_/) });
@@ -270,6 +273,7 @@ describe('alert endpoints: operational events to the operator', () => {
       await rpc('miner_start');
     }
     const [rec] = await waitKind('settlement.recovered', (e) => e.data.stream === s.id);
+    recoveredStream = s.id;
     expect(rec!.data).toMatchObject({ node: 'node-a', stream: s.id, amountMicro: '600000', recovered: 'settlement.stuck', since: expect.any(String), checkpointedAt: expect.any(String) });
     expect(ofKind('settlement.stuck', (e) => e.data.stream === s.id)).toHaveLength(1);
     expect(ofKind('settlement.recovered', (e) => e.data.stream === s.id)).toHaveLength(1);
@@ -285,9 +289,15 @@ describe('alert endpoints: operational events to the operator', () => {
     expect(w!.externalRef.toLowerCase()).toBe(`wallet:${chain.operator.address.toLowerCase()}`);
     // Conditions a later event ends are listed as open; one-way kinds (headroom.low) are not.
     const open = json((await cli('alerts', 'list')).stdout).open as Array<{ kind: string; subject: string; node: string | null }>;
-    expect(open.map((o) => o.kind)).toEqual(expect.arrayContaining(['wallet.low', 'settlement.failed', 'endpoint.failing']));
-    expect(open.some((o) => o.kind === 'headroom.low' || o.kind === 'settlement.stuck')).toBe(false); // the stuck one recovered
+    expect(open.map((o) => o.kind)).toEqual(expect.arrayContaining(['wallet.low', 'endpoint.failing']));
+    // The stream whose settles fail for ever is open (failed, or stuck while a retry waited for the stopped miner).
+    expect(open.some((o) => o.kind === 'settlement.failed' || o.kind === 'settlement.stuck')).toBe(true);
+    expect(open.some((o) => o.kind === 'headroom.low' || o.subject.includes(JSON.stringify(recoveredStream)))).toBe(false);
     expect(daemon.stderr).toMatch(/"msg":"alert wallet\.low"/);
+    // A failing subscription that is deleted closes its condition (nothing more is attempted).
+    expect(open.some((o) => o.subject === `endpoint:${deadSub}`)).toBe(true);
+    expect((await http(daemon.url, `/v1/webhooks/${deadSub}`, { method: 'DELETE', token: tokenB })).status).toBe(204);
+    expect((json((await cli('alerts', 'list')).stdout).open as Array<{ subject: string }>).some((o) => o.subject === `endpoint:${deadSub}`)).toBe(false);
     const seen = received().length;
     const before = ofKind('wallet.low').length;
     await daemon.stop();
