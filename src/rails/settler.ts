@@ -10,6 +10,7 @@ import type { Sql, Store } from '../store/sql.js';
 import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
 import { iso } from '../domain/time.js';
+import { redactUrls } from '../domain/text.js';
 import { raiseAlert, recoverAlert } from '../ops/alerts.js';
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
 import { streams, type StreamRow } from '../store/streams.js';
@@ -329,7 +330,7 @@ export class Settler {
   /** settlement.failed, once per stream until it recovers (its next settlement checkpointed). */
   #alertFailed(tx: Sql, s: SettlementRow, asset: string, error: string, now: number): Promise<boolean> {
     return raiseAlert(tx, { key: settlementKey(s.node_id, s.stream), kind: 'settlement.failed', node: s.node_id, ref: `stream:${s.stream}`, now,
-      data: { ...settlementSubject(s, asset, this.rail.mode), error, failedAt: iso(now) } });
+      data: { ...settlementSubject(s, asset, this.rail.mode), error: redactUrls(error), failedAt: iso(now) } }); // an RPC URL may carry a key
   }
 
   #failed(nodeId: string, stream: string): void {
