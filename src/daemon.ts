@@ -23,6 +23,7 @@ import { Settler } from './rails/settler.js';
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
+import { AlertWatch, type AlertOptions } from './ops/alert-watch.js';
 
 export interface DaemonOptions {
   dataDir: string;
@@ -40,6 +41,8 @@ export interface DaemonOptions {
   /** A settlement rail (escrow or card) and its policy; without one, finality stays `none`. */
   rail?: RailSetup;
   settleTickMs?: number;
+  /** Operational alerts: thresholds (--alert-failing-after, --alert-wallet-min). */
+  alerts?: AlertOptions;
 }
 
 export interface Daemon {
@@ -119,6 +122,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     ...(o.retrySchedule ? { retrySchedule: o.retrySchedule } : {}),
     ...(o.deliveryTimeoutMs ? { timeoutMs: o.deliveryTimeoutMs } : {}),
     ...(o.deliveryConcurrency ? { concurrency: o.deliveryConcurrency } : {}),
+    ...(o.alerts?.failingAfter ? { alertFailingAfter: o.alerts.failingAfter } : {}),
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
@@ -162,6 +166,8 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   await worker.start();
   settler?.start();
   pruner.start();
+  const alertWatch = new AlertWatch({ store, worker, ...(o.rail ? { rail: o.rail.rail } : {}), config, options: o.alerts ?? {} });
+  alertWatch.start();
   const keysTimer = startKeyRefresh(store, keyRefresh);
   log.info('daemon started', { url, dataDir: o.dataDir, store: store.description, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
@@ -176,6 +182,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
       stopping ??= new Promise<void>((resolve) => {
         server.close(() => {
           clearInterval(keysTimer);
+          alertWatch.stop();
           Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
             await store.close().catch(() => undefined);
             unlock();

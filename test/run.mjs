@@ -17,10 +17,10 @@ const vitest = (args, env = {}) => {
   return r.status ?? 1;
 };
 const exclude = (files) => files.flatMap((f) => ['--exclude', f]);
-// test/e2e/multi-daemon.test.ts starts PostgreSQL servers of its own, and test/e2e/container.test.ts a PostgreSQL
-// container of its own: both run on the SQLite passes only.
+// test/e2e/multi-daemon.test.ts and test/e2e/alerts-store.test.ts start PostgreSQL servers of their own, and
+// test/e2e/container.test.ts a PostgreSQL container of its own: they run on the SQLite passes only.
 const PG_SUITES = ['test/e2e', 'test/api', 'test/rails'];
-const PG_OWN = ['test/e2e/multi-daemon.test.ts', 'test/e2e/container.test.ts'];
+const PG_OWN = ['test/e2e/multi-daemon.test.ts', 'test/e2e/alerts-store.test.ts', 'test/e2e/container.test.ts'];
 const postgres = () => {
   if (existsSync(PG_CTL) || process.env.CI) return true;
   console.log(`skipped the PostgreSQL passes: ${PG_CTL} is missing (install Debian's postgresql package, or run .ci/run)`);

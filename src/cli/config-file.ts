@@ -13,10 +13,11 @@ export const CONFIG_KEYS: Record<string, Kind> = {
   webhookAllow: 'list', webhookDeny: 'list', maxSubscriptions: 'integer', maxRedeliveries: 'integer', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
   contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string',
+  alertFailingAfter: 'integer', alertWalletMin: 'string',
 };
 
 // Values the daemon would refuse later (naming the flag, one at a time): checked here so every problem is named at once.
-const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300], maxSubscriptions: [1, 10_000], maxRedeliveries: [1, 10_000_000] };
+const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300], maxSubscriptions: [1, 10_000], maxRedeliveries: [1, 10_000_000], alertFailingAfter: [1, 1000] };
 const CHOICES: Record<string, string[]> = { mode: ['escrow', 'card'], rail: ['sandbox', 'production'], logLevel: ['debug', 'info', 'warn', 'error'] };
 
 // Values whose form the daemon checks later one at a time, naming a flag: checked here, naming the key, with every other problem.
@@ -28,6 +29,7 @@ const VALUE_CHECKS: Record<string, (v: string) => string | undefined> = {
   rpcUrl: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
   cardApi: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
   deliveryTimeout: (v) => (Number(v) >= 1 ? undefined : 'must be from 1 to 300'),
+  alertWalletMin: (v) => (/^\d{1,30}$/.test(v) ? undefined : 'must be a whole number of wei (a decimal string)'),
 };
 
 const distance = (a: string, b: string): number => {

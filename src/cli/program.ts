@@ -97,6 +97,17 @@ export function buildProgram(sink: Sink, json = false): Command {
     .option('--subscription <id>', 'only to this subscription').option('--since <time>', 'RFC 3339 time or a duration back from now (2h)').option('--type <kind>', 'with --since: only this event kind')
     .action(run(async (g, ev: string | undefined, o: { subscription?: string; since?: string; type?: string }) => (await W()).replay(g, ev, o)));
 
+  const alerts = program.command('alerts').description("the operator's alert endpoints: operational events (endpoint.failing, settlement.stuck, wallet.low, …) pushed through the outbox; managed against the store (--data-dir / --store), never with a node token");
+  const A = () => import('./commands/alerts.js');
+  alerts.command('add <url>').description('add an alert endpoint (prints its signing secret once)')
+    .option('--events <kinds>', 'comma-separated kinds (default: all): endpoint.failing, endpoint.recovered, endpoint.disabled, delivery.exhausted, settlement.stuck, settlement.failed, settlement.recovered, authorization.expiring, wallet.low, headroom.low, store.unavailable, store.recovered').option('--description <text>')
+    .action(run(async (g, url: string, o: { events?: string; description?: string }) => (await A()).add(g, url, o)));
+  alerts.command('list').description('alert endpoints, their health, and the conditions raised and not recovered yet').action(run(async (g) => (await A()).list(g)));
+  alerts.command('rm <id>').description('remove an alert endpoint (its pending deliveries are cancelled)').action(run(async (g, id: string) => (await A()).rm(g, id)));
+  alerts.command('test [id]').description('queue an alert.test event to one alert endpoint, or to every active one (the daemon delivers it)')
+    .option('--wait <duration>', 'wait this long (at most 10m) for each endpoint to answer; exit 1 unless every one acknowledged it')
+    .action(run(async (g, id: string | undefined, o: { wait?: string }) => (await A()).test(g, id, o)));
+
   program.command('consume').description('a ready webhook receiver on the reference consumer (verifies, applies, prints)')
     .option('--port <port>', 'port to listen on', '8788').option('--host <host>', 'address', '127.0.0.1')
     .option('--secret <whsec>', 'the subscription secret (comma-separated during a rotation; env NODE_SVC_WEBHOOK_SECRET)')
@@ -146,6 +157,8 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--settle-threshold <micro>', 'settle when this much is unsettled (default 1000000)').env('NODE_SVC_SETTLE_THRESHOLD'))
     .addOption(new Option('--settle-interval <duration>', 'settle when the oldest unsettled voucher is this old (default 60s)').env('NODE_SVC_SETTLE_INTERVAL'))
     .addOption(new Option('--settle-stuck-after <duration>', 'a settlement sent but not mined (captured) this long is stuck: warning log, metric, /healthz degraded (default 60s)').env('NODE_SVC_SETTLE_STUCK_AFTER'))
+    .addOption(new Option('--alert-failing-after <n>', 'raise endpoint.failing after this many consecutive failed attempts to one subscription (default 3)').env('NODE_SVC_ALERT_FAILING_AFTER'))
+    .addOption(new Option('--alert-wallet-min <wei>', 'escrow: raise wallet.low when the wallet holds less gas than this (wei; default 10000000000000000, 0.01 ETH)').env('NODE_SVC_ALERT_WALLET_MIN'))
     .addOption(new Option('--card-key-file <file>', 'card: processor secret key file (sk_test_/rk_test_ in sandbox, sk_live_/rk_live_ in production; or env NODE_SVC_CARD_KEY)').env('NODE_SVC_CARD_KEY_FILE'))
     .addOption(new Option('--card-account <acct>', "card: the node's connected account id (acct_…)").env('NODE_SVC_CARD_ACCOUNT'))
     .addOption(new Option('--card-webhook-secret-file <file>', "card: the processor webhook endpoint's signing secret (whsec_…)").env('NODE_SVC_CARD_WEBHOOK_SECRET_FILE'))

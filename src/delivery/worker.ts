@@ -6,6 +6,10 @@ import { isIP } from 'node:net';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { redactUrls } from '../domain/text.js';
+import { DEFAULT_FAILING_AFTER, OPERATOR } from '../domain/alerts.js';
+import { iso } from '../domain/time.js';
+import { emitAlert, raiseAlert, recoverAlert } from '../ops/alerts.js';
+import { alertStates } from '../store/alerts.js';
 import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import { causes, endClient, tracer } from '../ops/tracing.js';
@@ -31,10 +35,17 @@ export interface WorkerOptions {
   userAgent: string;
   now?: () => number;
   random?: () => number;
+  /** Consecutive failed attempts to one subscription before endpoint.failing (--alert-failing-after, default 3). */
+  alertFailingAfter?: number;
 }
 
 interface Result extends AttemptRecord {
   disable?: string;
+  /** What an operational alert about this result names (never the secret). */
+  nodeId: string;
+  url: string;
+  eventId: string;
+  eventType?: string;
 }
 
 const MAX_IDLE_WAIT_MS = 60_000;
@@ -74,6 +85,7 @@ export class DeliveryWorker {
       timeoutMs: 15_000,
       concurrency: 256,
       perSubscription: 64,
+      alertFailingAfter: DEFAULT_FAILING_AFTER,
       now: Date.now,
       random: Math.random,
       ...opts,
@@ -215,8 +227,9 @@ export class DeliveryWorker {
     // subscription, not one per result (the last success, and the first failure after it: what the writes one by
     // one would leave), also issued together.
     const recorded = await recordAttempts(tx, batch);
-    const marks = new Map<string, { success: number | null; failingSince: number | null }>();
-    const disable: Array<Promise<unknown>> = [];
+    const marks = new Map<string, { success: number | null; failingSince: number | null; failures: number; last: Result }>();
+    const disable: Array<{ r: Result; done: Promise<number> }> = [];
+    const dead: Result[] = [];
     batch.forEach((r, i) => {
       // Fenced: a claim taken over by another daemon (its lease ran out) records nothing.
       if (!recorded[i]) {
@@ -224,17 +237,63 @@ export class DeliveryWorker {
         log.warn('delivery result not recorded: its lease was taken over', { delivery: r.deliveryId, attempt: r.attempt });
         return;
       }
-      const m = marks.get(r.subscriptionId) ?? { success: null, failingSince: null };
-      if (r.outcome === 'delivered') { m.success = r.at; m.failingSince = null; } else m.failingSince ??= r.at;
+      const m = marks.get(r.subscriptionId) ?? { success: null, failingSince: null, failures: 0, last: r };
+      if (r.outcome === 'delivered') { m.success = r.at; m.failingSince = null; m.failures = 0; } else { m.failingSince ??= r.at; m.failures++; m.last = r; }
       marks.set(r.subscriptionId, m);
+      if (r.outcome === 'failed' && r.nextAttemptAt === null) dead.push(r);
       if (r.disable) {
-        disable.push(subscriptions.setStatus(tx, r.subscriptionId, 'disabled', r.disable, r.at));
+        disable.push({ r, done: subscriptions.disableIfActive(tx, r.subscriptionId, r.disable, r.at) });
         log.warn('webhook subscription disabled', { subscription: r.subscriptionId, reason: r.disable });
       }
     });
     // In id order: two daemons marking the same subscriptions lock their rows in one order (PostgreSQL: no deadlock).
-    await Promise.all([...disable, ...[...marks].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)).map(([id, m]) =>
-      m.success !== null ? subscriptions.succeededThenFailing(tx, id, m.success, m.failingSince) : subscriptions.failed(tx, id, m.failingSince!))]);
+    // A success also clears the subscription's endpoint.failing, issued with the marks (no round trip of its own).
+    const sorted = [...marks].sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    const [changed, counts, cleared] = await Promise.all([
+      Promise.all(disable.map((x) => x.done)),
+      Promise.all(sorted.map(([id, m]) => m.success !== null ? subscriptions.succeededCounting(tx, id, m.success, m.failingSince, m.failures) : subscriptions.failedCounting(tx, id, m.failingSince!, m.failures))),
+      Promise.all(sorted.map(([id, m]) => m.success !== null && m.last.nodeId !== OPERATOR ? alertStates.clear(tx, `endpoint:${id}`, ['endpoint.failing']) : undefined)),
+    ]);
+    await this.#alerts(tx, sorted, counts, cleared, disable.filter((_, i) => changed[i]! > 0).map((x) => x.r), dead);
+  }
+
+  /**
+   * Operational alerts from a group of results, each once per transition: the subscription's failures reaching
+   * --alert-failing-after (endpoint.failing, a conditional insert keyed by the subscription), its recovery (the
+   * clear issued with the marks), its disabling (the conditional update above), a delivery out of retries (its fenced
+   * record is the transition). Alert endpoints' own troubles raise none (they would be sent to themselves): they show
+   * in status and /healthz.
+   */
+  async #alerts(tx: Sql, sorted: Array<[string, { success: number | null; failures: number; last: Result }]>, counts: number[], cleared: Array<{ kind: string; since: number } | undefined>, disabled: Result[], dead: Result[]): Promise<void> {
+    const after = this.#o.alertFailingAfter;
+    for (let i = 0; i < sorted.length; i++) {
+      const [id, m] = sorted[i]!;
+      const r = m.last;
+      const subject = { node: r.nodeId, subscription: id, url: redactUrls(r.url) };
+      if (r.nodeId === OPERATOR) {
+        if (m.success === null && counts[i]! >= after && counts[i]! - m.failures < after) log.warn('alert endpoint failing', { endpoint: id, url: subject.url, consecutiveFailures: counts[i], lastError: r.error });
+        continue;
+      }
+      const was = cleared[i];
+      if (was) await emitAlert(tx, 'endpoint.recovered', `webhook:${id}`, { ...subject, failingSince: iso(Number(was.since)), recoveredAt: iso(m.success!) }, m.success!);
+      const failures = m.success === null ? counts[i]! : m.failures;
+      if (failures >= after)
+        await raiseAlert(tx, { key: `endpoint:${id}`, kind: 'endpoint.failing', node: r.nodeId, ref: `webhook:${id}`, now: r.at,
+          data: { ...subject, consecutiveFailures: failures, lastStatus: r.statusCode, lastError: r.error, lastAttemptAt: iso(r.at) } });
+    }
+    for (const r of disabled) {
+      if (r.nodeId === OPERATOR) continue;
+      // Nothing more is attempted: its failing condition closes with it (no recovery event for a disabled endpoint).
+      await alertStates.clear(tx, `endpoint:${r.subscriptionId}`, ['endpoint.failing']);
+      await emitAlert(tx, 'endpoint.disabled', `webhook:${r.subscriptionId}`, { node: r.nodeId, subscription: r.subscriptionId, url: redactUrls(r.url), reason: r.disable, disabledAt: iso(r.at) }, r.at);
+    }
+    for (const r of dead) {
+      if (r.nodeId === OPERATOR) continue;
+      await emitAlert(tx, 'delivery.exhausted', `webhook:${r.subscriptionId}`, {
+        node: r.nodeId, subscription: r.subscriptionId, delivery: r.deliveryId, event: r.eventId, eventType: r.eventType ?? null,
+        attempts: r.attempt, lastStatus: r.statusCode, lastError: r.error, lastAttemptAt: iso(r.at),
+      }, r.at);
+    }
   }
 
   #send(d: ClaimedDelivery): void {
@@ -250,7 +309,7 @@ export class DeliveryWorker {
       .then(({ status, error, retryAfter }) => {
         const at = started;
         const durationMs = Math.max(0, this.#o.now() - started);
-        const base = { deliveryId: d.id, subscriptionId: d.subscription_id, eventSeq: d.event_seq, attempt: d.attempts, at, durationMs, statusCode: status };
+        const base = { deliveryId: d.id, subscriptionId: d.subscription_id, eventSeq: d.event_seq, attempt: d.attempts, at, durationMs, statusCode: status, nodeId: d.node_id, url: d.url, eventId: d.event_id };
         let r: Result;
         if (status !== null && status >= 200 && status < 300) {
           r = { ...base, error: null, outcome: 'delivered', nextAttemptAt: null };
@@ -268,7 +327,7 @@ export class DeliveryWorker {
             nextAttemptAt: delay === undefined ? null : at + durationMs + delay,
             ...(at - failingSince >= DISABLE_AFTER_FAILING_MS ? { disable: 'no successful delivery for 5 days' } : {}),
           };
-          if (delay === undefined) this.stats.dead++;
+          if (delay === undefined) { this.stats.dead++; r.eventType = eventType(d.body); }
           else this.stats.failed++;
         }
         const outcome = r.outcome === 'failed' && r.nextAttemptAt === null ? 'dead' : r.outcome;
@@ -365,6 +424,15 @@ export class DeliveryWorker {
     if (this.#timer) clearTimeout(this.#timer);
     this.#http.destroy();
     this.#https.destroy();
+  }
+}
+
+/** The kind of the event a delivery carries (read only for a delivery out of retries). */
+function eventType(body: string): string | undefined {
+  try {
+    return String((JSON.parse(body) as { type?: unknown }).type);
+  } catch {
+    return undefined;
   }
 }
 

@@ -62,6 +62,7 @@ export const metrics = {
   deliveryLatency: new Histogram('node_svc_webhook_delivery_latency_seconds', 'From event recorded to acknowledged delivery', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600]),
   attemptDuration: new Histogram('node_svc_webhook_attempt_duration_seconds', 'One delivery attempt, from sending the request to the receiver\'s answer (or the error), by outcome', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
   settlements: new Counter('node_svc_settlements_total', 'Settlement transitions by rail and state (submitted, checkpointed, final, failed)'),
+  alerts: new Counter('node_svc_alerts_emitted_total', 'Operational events (alerts) recorded for the alert endpoints, by kind'),
 };
 
 /** Money is a bigint of micro units, written exactly (Prometheus reads it as a float64: exact below 2^53). */
@@ -78,7 +79,7 @@ export interface Gauge {
  * stay — so /metrics still answers, with node_svc_store_up and node_svc_health_status saying why.
  */
 export async function renderMetrics(gauges: Gauge[]): Promise<string> {
-  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render()];
+  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render()];
   for (const g of gauges) {
     const v = await g.read().catch(() => []);
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];

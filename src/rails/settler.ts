@@ -9,6 +9,9 @@ import { randomBytes } from 'node:crypto';
 import type { Sql, Store } from '../store/sql.js';
 import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
+import { iso } from '../domain/time.js';
+import { redactUrls } from '../domain/text.js';
+import { raiseAlert, recoverAlert } from '../ops/alerts.js';
 import { frontier, settlements, unsettledStreams, type SettlementRow } from '../store/settlements.js';
 import { streams, type StreamRow } from '../store/streams.js';
 import { issueReceipt } from '../service/receipts.js';
@@ -53,6 +56,12 @@ export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, ma
 export const fundingSubject = (row: StreamRow): FundingSubject => ({
   nodeId: row.node_id, stream: row.id, payer: row.payer, asset: row.asset, mode: row.mode, claims: JSON.parse(row.claims) as Record<string, unknown>,
 });
+
+/** A stream's settlement alert condition (stuck or failed until a settlement of it is checkpointed). */
+const settlementKey = (node: string, stream: string) => `settlement:${JSON.stringify([node, stream])}`;
+/** What a settlement alert says of its settlement (never the voucher). */
+const settlementSubject = (s: SettlementRow, asset: string, rail: string) =>
+  ({ node: s.node_id, stream: s.stream, settlement: s.id, rail, asset, amountMicro: s.amount_micro.toString() });
 
 export class Settler {
   #timer: NodeJS.Timeout | undefined;
@@ -286,6 +295,7 @@ export class Settler {
         metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
         await settlements.failed(db, s.id, st.error);
         log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
+        await this.#alertFailed(db, s, row.asset, st.error, now);
       } else if (st.state === 'submitted') {
         if (s.status === 'checkpointed') await settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
         if (st.rebroadcast) {
@@ -296,6 +306,10 @@ export class Settler {
         const sentAt = Number(s.submitted_at ?? s.created_at);
         if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
           this.#warnedStuck.add(s.id);
+          await raiseAlert(db, { key: settlementKey(s.node_id, s.stream), kind: 'settlement.stuck', node: s.node_id, ref: `stream:${s.stream}`, now, data: {
+            ...settlementSubject(s, row.asset, this.rail.mode), reference: st.rebroadcast?.reference ?? s.reference, sentAt: iso(sentAt),
+            stuckAfterSeconds: Math.round(this.policy.stuckAfterMs / 1000), broadcasts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
+          } });
           log.warn('settlement stuck: sent but not mined', {
             settlement: s.id, stream: s.stream, amountMicro: s.amount_micro.toString(), reference: st.rebroadcast?.reference ?? s.reference,
             sentSecondsAgo: Math.round((now - sentAt) / 1000), attempts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
@@ -309,6 +323,8 @@ export class Settler {
           for (const extra of this.rail.onCheckpoint?.(s) ?? []) await recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
           await frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
+          await recoverAlert(db, { key: settlementKey(s.node_id, s.stream), from: ['settlement.stuck', 'settlement.failed'], kind: 'settlement.recovered', ref: `stream:${s.stream}`, now,
+            data: (was) => ({ ...settlementSubject(s, row.asset, this.rail.mode), reference: ref, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
           await recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
         }
         if (st.state === 'final') {
@@ -354,6 +370,12 @@ export class Settler {
     return false;
   }
 
+  /** settlement.failed, once per stream until it recovers (its next settlement checkpointed). */
+  #alertFailed(tx: Sql, s: SettlementRow, asset: string, error: string, now: number): Promise<boolean> {
+    return raiseAlert(tx, { key: settlementKey(s.node_id, s.stream), kind: 'settlement.failed', node: s.node_id, ref: `stream:${s.stream}`, now,
+      data: { ...settlementSubject(s, asset, this.rail.mode), error: redactUrls(error), failedAt: iso(now) } }); // an RPC URL may carry a key
+  }
+
   #failed(nodeId: string, stream: string): void {
     const k = `${nodeId}\0${stream}`;
     const failures = (this.#backoff.get(k)?.failures ?? 0) + 1;
@@ -392,7 +414,10 @@ export class Settler {
       const row2 = (await settlements.forStream(this.store.q, row.node_id, row.id)).find((s) => s.id === id);
       // Sent but the answer was lost: keep it 'submitted' and let status() find out; otherwise it failed.
       if (row2?.status === 'pending') {
-        await this.#fenced((tx) => settlements.failed(tx, id, message));
+        await this.#fenced(async (tx) => {
+          await settlements.failed(tx, id, message);
+          await this.#alertFailed(tx, row2, row.asset, message, this.now());
+        });
         this.#failed(row.node_id, row.id);
       }
       log.warn('settlement submit failed', { settlement: id, error: message });

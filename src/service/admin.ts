@@ -1,5 +1,6 @@
 // Operator admin use cases: nodes, bearer tokens, trusted issuer keys. Shared by the CLI and the daemon.
 import { hasControl } from '../domain/text.js';
+import { OPERATOR } from '../domain/alerts.js';
 import { createHash, randomBytes } from 'node:crypto';
 import { ALLOWED_ALGORITHMS, type AllowedAlgorithm } from '../domain/credential.js';
 import { conflict, NodeSvcError, notFound, usageError } from '../domain/errors.js';
@@ -35,7 +36,7 @@ export async function listNodes(store: Store) {
 }
 
 export async function removeNode(store: Store, id: string) {
-  const removed = await store.write(async (tx) => {
+  const removed = id === OPERATOR ? 0 : await store.write(async (tx) => {
     await lockKey(tx, `node:${id}`);
     if (!(await nodes.get(tx, id))) return 0;
     // Money history is never deleted with a node: streams, events and subscriptions keep it.
@@ -52,7 +53,8 @@ export async function removeNode(store: Store, id: string) {
 /** The node exists; its admin writes are serialised from here to the commit (PostgreSQL keyed lock). */
 async function requireNode(tx: Sql, id: string) {
   await lockKey(tx, `node:${id}`);
-  if (!(await nodes.get(tx, id))) throw notFound(`node "${id}"`);
+  // The owner of alert endpoints is no node: it never gets a bearer token.
+  if (id === OPERATOR || !(await nodes.get(tx, id))) throw notFound(`node "${id}"`);
 }
 
 /** `nsv_` + 32 random bytes, base64url (DESIGN §3). */

@@ -2,6 +2,7 @@
 // GET /healthz (probes) and `node-svc status` (operators). Add a check by appending to HEALTH_CHECKS.
 import type { RailProbe } from '../rails/rail.js';
 import { health } from '../store/health.js';
+import { alertEndpoints } from '../store/alerts.js';
 import { NodeSvcError } from '../domain/errors.js';
 import { VERSION } from '../version.js';
 import type { Deps, HealthSources } from './deps.js';
@@ -101,8 +102,18 @@ async function subscriptionsCheck(d: Deps): Promise<HealthCheck> {
   return check('subscriptions', problems, { active: r.total, failing: r.failing, disabled: r.disabled });
 }
 
+/** Alert endpoints (the operator's own channel): one failing or disabled means alerts may not reach anyone. */
+async function alertsCheck(d: Deps): Promise<HealthCheck> {
+  const [r, dead] = await Promise.all([alertEndpoints.health(d.store.q), alertEndpoints.dead(d.store.q)]);
+  const problems: Array<[CheckStatus, string]> = [];
+  if (r.failing) problems.push(['degraded', `${r.failing} alert endpoint(s) failing since ${iso(r.failing_since)}: alerts may not reach anyone (node-svc alerts list)`]);
+  if (r.disabled) problems.push(['degraded', `${r.disabled} alert endpoint(s) disabled (node-svc alerts list)`]);
+  // Dead alert deliveries are counted, not a problem of their own: the endpoint that lost them was failing (above).
+  return check('alerts', problems, { endpoints: r.total, failing: r.failing, disabled: r.disabled, deadDeliveries: dead });
+}
+
 /** In display order. Other modules append theirs (e.g. settlements stuck past a limit). */
-export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, settlementsCheck, subscriptionsCheck];
+export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, settlementsCheck, subscriptionsCheck, alertsCheck];
 
 export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Verdict> {
   const checks: HealthCheck[] = [];

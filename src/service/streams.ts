@@ -6,6 +6,7 @@ import { notFound, refused, requestRefused, unavailable } from '../domain/errors
 import { effectiveCap, fundingSource, FundingUnavailable, type FundingCheck } from '../domain/funding.js';
 import type { Refusal, VoucherRefusal } from '../domain/refusals.js';
 import { degradationStage, type Stage } from '../domain/stages.js';
+import { headroomEntered, raiseHeadroom, type HeadroomMove } from '../ops/alerts.js';
 import { iso } from '../domain/time.js';
 import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
@@ -438,6 +439,10 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
     const v = { amount: j.v.amount, units: j.v.units, voucher: encoded, signedAt: j.v.iat, now };
     if (await writeOne(d.store, (q) => streams.billIfUnchanged(q, row, v))) {
       cache?.set(key, { ...row, billed_micro: v.amount, billed_units: v.units, billed_voucher: encoded, billed_signed_at: v.signedAt, updated_at: now });
+      // Rarely (a stream entering low or critical): the operational alert, a write of its own after the voucher's.
+      const move = headroomMove(nodeId, row, j);
+      const stage = headroomEntered(move, d.config);
+      if (stage) await d.store.write((tx) => raiseHeadroom(tx, move, stage, d.config, now));
       return accepted(row, j, encoded);
     }
     cache?.delete(key);
@@ -452,6 +457,9 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
     const now = d.now();
     await streams.bill(db, nodeId, id, j.v.amount, j.v.units, encoded, j.v.iat, now, j.exhausted);
     await vouchers.insert(db, { nodeId, stream: id, amount: j.v.amount, units: j.v.units, signedAt: j.v.iat, now, voucher: encoded });
+    const move = headroomMove(nodeId, row, j);
+    const stage = headroomEntered(move, d.config);
+    if (stage) await raiseHeadroom(db, move, stage, d.config, now);
     if (j.exhausted)
       await recordEvent(db, nodeId, 'stream.exhausted', `stream:${id}`, { stream: id, budget: row.budget, asset: row.asset, capMicro: row.cap_micro.toString(), billedMicro: j.v.amount.toString() }, now);
     return accepted(row, j, encoded);
@@ -489,6 +497,10 @@ function judgeVoucher(d: Deps, row: StreamRow, voucher: unknown): Judged | { acc
     throw vRefuse('over_cap', `voucher amount ${v.amount} is above what the funding source can pay: ${row.funding_source?.startsWith('escrow:') ? 'the channel deposit' : 'the authorization'} is ${cap}`, { capMicro: row.cap_micro.toString(), effectiveCapMicro: cap.toString(), ...billed });
   return { v, cap, exhausted: v.amount === row.cap_micro };
 }
+
+const headroomMove = (node: string, row: StreamRow, j: Judged): HeadroomMove => ({
+  node, stream: row.id, budget: row.budget, asset: row.asset, unitPriceMicro: row.unit_price_micro, capMicro: j.cap, beforeMicro: row.billed_micro, afterMicro: j.v.amount,
+});
 
 const accepted = (row: StreamRow, j: Judged, encoded: string) => ({
   accepted: true as const,

@@ -9,6 +9,7 @@ import { newWebhookSecret } from '../delivery/sign.js';
 import { events as eventsTable, START, type EventPosition, type EventRow } from '../store/events.js';
 import { attempts, deliveries, matches, subscriptions, type SubscriptionRow } from '../store/webhooks.js';
 import { lockKey, type Sql } from '../store/sql.js';
+import { alertStates } from '../store/alerts.js';
 import type { Deps } from './deps.js';
 
 export const MAX_URL_LENGTH = 2048;
@@ -49,7 +50,7 @@ export function refuseControl(field: string, value: string | undefined): void {
  * of 1 to 2,048 characters without control characters and names the rest: anything else is 422 `url_invalid` (or
  * `url_target_refused` for an IP the target policy refuses), naming the problem.
  */
-function checkUrl(d: Deps, raw: string): string {
+export function checkUrl(d: Pick<Deps, 'webhookPolicy'>, raw: string): string {
   if (lengthOver(raw, MAX_URL_LENGTH)) throw invalidRequest(`url is longer than ${MAX_URL_LENGTH} characters`); // the schema's maxLength
   // The parser would silently drop tabs and line breaks and percent-encode the rest: refuse instead of guessing.
   refuseControl('url', raw);
@@ -117,6 +118,7 @@ export async function deleteSubscription(d: Deps, nodeId: string, id: string): P
     await requireSubscription(tx, nodeId, id);
     await subscriptions.setStatus(tx, id, 'deleted', null, d.now());
     await deliveries.cancelPending(tx, id);
+    await alertStates.clear(tx, `endpoint:${id}`, ['endpoint.failing']); // nothing more is attempted: no recovery to wait for
     await d.store.invalidate(tx, { topic: 'subscriptions', key: id });
   });
 }

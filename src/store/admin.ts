@@ -1,4 +1,5 @@
 // Nodes, tokens and issuer keys: the only SQL for the operator's admin tables.
+import { OPERATOR } from '../domain/alerts.js';
 import type { Sql } from './sql.js';
 
 export interface NodeRow { id: string; created_at: number }
@@ -8,7 +9,8 @@ export interface KeyRow { kid: string; issuer: string; alg: string; jwk: string;
 export const nodes = {
   insert: (q: Sql, id: string, now: number) => q.run('INSERT INTO nodes(id, created_at) VALUES (?, ?)', [id, now]),
   get: (q: Sql, id: string) => q.get<NodeRow>('SELECT id, created_at FROM nodes WHERE id = ?', [id]),
-  list: (q: Sql) => q.all<NodeRow>('SELECT id, created_at FROM nodes ORDER BY id'),
+  /** Nodes the operator added (not the owner of alert endpoints, which is no node). */
+  list: (q: Sql) => q.all<NodeRow>('SELECT id, created_at FROM nodes WHERE id != ? ORDER BY id', [OPERATOR]),
   remove: (q: Sql, id: string) => q.run('DELETE FROM nodes WHERE id = ?', [id]),
   /** What keeps a node: its streams, events and webhook subscriptions, as "N streams"-style phrases. */
   history: async (q: Sql, id: string): Promise<string[]> => {

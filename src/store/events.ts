@@ -12,7 +12,7 @@ import { deliveries, matches, subscriptions } from './webhooks.js';
 const wakers = new Set<() => void>();
 const wakeAll = () => { for (const w of wakers) w(); };
 /** Wake the worker once the event's transaction has committed (PostgreSQL: a claim before it would miss the event). */
-const wakeAfter = (tx: Sql) => (tx.afterCommit ? tx.afterCommit(wakeAll) : wakeAll());
+export const wakeAfter = (tx: Sql) => (tx.afterCommit ? tx.afterCommit(wakeAll) : wakeAll());
 export const onEventRecorded = (wake: () => void): (() => void) => {
   wakers.add(wake);
   return () => wakers.delete(wake);

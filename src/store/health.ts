@@ -1,5 +1,6 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
+import { OPERATOR } from '../domain/alerts.js';
 import type { Sql } from './sql.js';
 import { attempts } from './webhooks.js';
 
@@ -26,11 +27,13 @@ const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 EN
 
 export const health = {
   ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
+  /** The node deliveries (alert endpoints' are the `alerts` check's: a node cannot replay them). */
   outbox: async (q: Sql): Promise<OutboxFigures> => {
     // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial
-    // index of the queue (deliveries_due): bounded by what is pending, never by the delivered or dead history.
-    const t = await attempts.totals(q);
-    const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending'")) ?? null;
+    // index of the queue (deliveries_due): bounded by what is pending, never by the delivered or dead history. The
+    // operator's alert endpoints are left out (their failures are the alerts check; a node cannot replay them).
+    const t = await attempts.totals(q, OPERATOR);
+    const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending' AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?)", [OPERATOR])) ?? null;
     return { pending: t.pending, retrying: t.retrying, dead: t.dead, oldestPendingAt: oldest === null ? null : Number(oldest) };
   },
   settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
@@ -78,12 +81,12 @@ export const health = {
   /** Active subscriptions whose latest attempts fail (failing_since is cleared by the next success). */
   subscriptions: async (q: Sql) =>
     (await q.get<{ total: number; failing: number; failing_since: number | null; disabled: number }>(`SELECT COUNT(*) AS total, ${count('failing_since IS NOT NULL')} AS failing,
-      MIN(failing_since) AS failing_since, (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled') AS disabled
-      FROM webhook_subscriptions WHERE status = 'active'`))!,
+      MIN(failing_since) AS failing_since, (SELECT COUNT(*) FROM webhook_subscriptions WHERE status = 'disabled' AND node_id != @op) AS disabled
+      FROM webhook_subscriptions WHERE status = 'active' AND node_id != @op`, { op: OPERATOR }))!,
   keys: (q: Sql) =>
     q.all<{ issuer: string; keys: number; fetched_at: number; from_url: number }>(`SELECT issuer, COUNT(*) AS keys, MAX(fetched_at) AS fetched_at,
       MAX(CASE WHEN source LIKE 'http://%' OR source LIKE 'https://%' THEN 1 ELSE 0 END) AS from_url FROM issuer_keys GROUP BY issuer ORDER BY issuer`),
   /** Streams whose billed truth is above their final amount (a counter kept by triggers, migration 0090). */
   unsettledStreams: async (q: Sql) => Number((await q.value<number>("SELECT CAST(SUM(n) AS BIGINT) AS n FROM store_gauges WHERE name = 'unsettled_streams'")) ?? 0),
-  nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes')) ?? 0,
+  nodes: async (q: Sql) => (await q.value<number>('SELECT COUNT(*) AS n FROM nodes WHERE id != ?', [OPERATOR])) ?? 0,
 };

@@ -19,10 +19,12 @@ export interface SubscriptionRow {
   updated_at: number;
   last_success_at: number | null;
   failing_since: number | null;
+  /** Failed attempts since the last success (migration 0150). */
+  consecutive_failures: number;
 }
 
 export const subscriptions = {
-  insert: (q: Sql, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at'>) =>
+  insert: (q: Sql, s: Omit<SubscriptionRow, 'disabled_reason' | 'previous_secret' | 'previous_secret_expires_at' | 'last_success_at' | 'failing_since' | 'updated_at' | 'consecutive_failures'>) =>
     (activeChanged(), q.run(`INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, description, status, secret, created_at, updated_at)
       VALUES (@id, @node_id, @url, @events, @schema_version, @description, @status, @secret, @created_at, @created_at)`, s as unknown as Record<string, unknown>)),
   /** A subscription the node can see (deleted ones are gone for the API). */
@@ -42,6 +44,15 @@ export const subscriptions = {
     q.run(`UPDATE webhook_subscriptions SET previous_secret = secret, previous_secret_expires_at = ?, secret = ?, updated_at = ? WHERE id = ?`, [previousExpiresAt, secret, now, id]),
   failed: (q: Sql, id: string, now: number) =>
     q.run('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?) WHERE id = ?', [now, id]),
+  /** `failed` that also counts the group's `n` failed attempts since the last success: the count after this write. */
+  failedCounting: async (q: Sql, id: string, now: number, n: number) =>
+    Number(await q.value<number>('UPDATE webhook_subscriptions SET failing_since = COALESCE(failing_since, ?), consecutive_failures = consecutive_failures + ? WHERE id = ? RETURNING consecutive_failures', [now, n, id])),
+  /** `succeededThenFailing` that also sets the failures counted since that success. */
+  succeededCounting: (q: Sql, id: string, lastSuccessAt: number, failingSince: number | null, failuresAfter: number) =>
+    q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = ?, consecutive_failures = ? WHERE id = ?', [lastSuccessAt, failingSince, failuresAfter, id]),
+  /** Disable an active subscription: 1 when this call disabled it (a transition happens once, whoever else tries). */
+  disableIfActive: (q: Sql, id: string, reason: string, now: number) =>
+    (activeChanged(), q.run("UPDATE webhook_subscriptions SET status = 'disabled', disabled_reason = ?, updated_at = ? WHERE id = ? AND status = 'active'", [reason, now, id])),
   /** A success in a group of results, then maybe failures after it: one write for the subscription's whole group. */
   succeededThenFailing: (q: Sql, id: string, lastSuccessAt: number, failingSince: number | null) =>
     q.run('UPDATE webhook_subscriptions SET last_success_at = ?, failing_since = ? WHERE id = ?', [lastSuccessAt, failingSince, id]),
@@ -348,9 +359,13 @@ export const attempts = {
     return out;
   },
   /** All subscriptions' deliveries by health bucket (the outbox gauges). */
-  totals: async (q: Sql) => {
+  /** `exceptOwner`: leave out the deliveries of that owner's subscriptions (the operator's alert endpoints). */
+  totals: async (q: Sql, exceptOwner?: string) => {
     const out: Record<DeliveryState, number> = { pending: 0, retrying: 0, delivered: 0, dead: 0, cancelled: 0 };
-    for (const r of await q.all<{ state: DeliveryState; n: number }>('SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts GROUP BY state')) if (r.state in out) out[r.state] = Number(r.n);
+    const rows = exceptOwner === undefined
+      ? await q.all<{ state: DeliveryState; n: number }>('SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts GROUP BY state')
+      : await q.all<{ state: DeliveryState; n: number }>('SELECT state, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts WHERE subscription_id NOT IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?) GROUP BY state', [exceptOwner]);
+    for (const r of rows) if (r.state in out) out[r.state] = Number(r.n);
     return out;
   },
 };

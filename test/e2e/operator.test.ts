@@ -76,7 +76,8 @@ describe('status and /healthz: one verdict', () => {
     const s = json(r.stdout);
     expect(s).toMatchObject({ status: 'ok', url: daemon.url, node: 'node-a', version: expect.any(String), reasons: [] });
     const names = s.checks.map((c: { name: string }) => c.name);
-    expect(names).toEqual(['daemon', 'node', 'store', 'keys', 'rail', 'outbox', 'settlements', 'subscriptions']);
+    expect(names).toEqual(['daemon', 'node', 'store', 'keys', 'rail', 'outbox', 'settlements', 'subscriptions', 'alerts']);
+    expect(s.checks.find((c: { name: string }) => c.name === 'alerts')).toMatchObject({ status: 'ok', figures: { endpoints: 0, failing: 0, disabled: 0 } });
     expect(s.checks.find((c: { name: string }) => c.name === 'keys').figures).toMatchObject({ count: 1, issuers: [{ issuer: ISSUER, keys: 1 }] });
 
     const h = await http(daemon.url, '/healthz');

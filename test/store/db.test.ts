@@ -60,7 +60,8 @@ describe('openStore', () => {
       try {
         expect(b.db.pragma('user_version', { simple: true })).toBe(LATEST_VERSION);
         expect(b.db.prepare('SELECT type, name, sql FROM sqlite_master ORDER BY name').all()).toEqual(schema);
-        expect(b.db.prepare('SELECT id FROM nodes').all()).toEqual([{ id: 'node-a' }]);
+        // @operator: the owner of alert endpoints (migration 0150), not a node.
+        expect(b.db.prepare('SELECT id FROM nodes').all()).toEqual([{ id: '@operator' }, { id: 'node-a' }]);
       } finally {
         void b.close();
       }

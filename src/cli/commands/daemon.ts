@@ -21,6 +21,8 @@ export interface DaemonFlags extends RailFlags {
   webhookDeny?: string;
   maxSubscriptions?: string;
   maxRedeliveries?: string;
+  alertFailingAfter?: string;
+  alertWalletMin?: string;
 }
 
 function int(name: string, v: string, min: number, max: number): number {
@@ -53,6 +55,8 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
   if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
+  const alertFailingAfter = f.alertFailingAfter === undefined ? undefined : int('--alert-failing-after', f.alertFailingAfter, 1, 1000);
+  if (f.alertWalletMin !== undefined && !/^\d{1,30}$/.test(f.alertWalletMin)) throw usageError(`--alert-wallet-min "${f.alertWalletMin}" is not a whole number of wei`, 'e.g. 10000000000000000 (0.01 ETH)');
   // The store URL: flag > env > config `store` > SQLite in the data dir. A secret: never printed.
   const store = resolveStoreUrl(g.store) ?? (file.store || undefined);
   const storeProblem = checkStoreUrl(store);
@@ -69,6 +73,10 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
       ...(maxRedeliveriesPerNode ? { maxRedeliveriesPerNode } : {}),
     },
     ...(rail ? { rail } : {}),
+    alerts: {
+      ...(alertFailingAfter ? { failingAfter: alertFailingAfter } : {}),
+      ...(f.alertWalletMin !== undefined ? { walletMinWei: BigInt(f.alertWalletMin) } : {}),
+    },
   });
   process.stdout.write(`listening on ${d.url}\n`);
   await new Promise<void>((resolve) => {

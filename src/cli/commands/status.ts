@@ -31,6 +31,7 @@ function describe(c: Check): string {
       return `${f.inFlight} in flight, ${f.checkpointed} checkpointed, ${f.failed} failed${money ? `; ${money}` : ''}`;
     }
     case 'subscriptions': return `${f.active} active, ${f.failing} failing, ${f.disabled} disabled`;
+    case 'alerts': return f.endpoints || f.failing || f.disabled ? `${plural(f.endpoints ?? 0, 'alert endpoint')}, ${f.failing} failing, ${f.disabled} disabled${f.deadDeliveries ? `, ${plural(f.deadDeliveries, 'dead delivery', 'dead deliveries')}` : ''}` : 'no alert endpoints (node-svc alerts add <url>)';
     default: return Object.entries(f).map(([k, v]) => `${k} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(', ');
   }
 }

@@ -65,6 +65,7 @@ import { configError } from '../../domain/errors.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
 import { iso } from '../../domain/time.js';
 import { log } from '../../log.js';
+import { raiseAlert } from '../../ops/alerts.js';
 import type { Sql, Store } from '../../store/sql.js';
 import { recordEvent } from '../../store/events.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
@@ -437,6 +438,9 @@ export class CardRail implements Rail {
       if (!this.#warnedDeadline.has(piId)) {
         this.#warnedDeadline.add(piId);
         log.warn('card authorization nears its capture deadline: it is captured or released before then', { ...f, minutesLeft: Math.max(0, Math.floor((deadline - now) / 60_000)) });
+        // The operational alert, once per authorization (a restart or another daemon finds it raised).
+        await this.#fencedWrite((tx) => raiseAlert(tx, { key: `authorization:${piId}`, kind: 'authorization.expiring', node: row.node_id, ref: `stream:${row.id}`, now,
+          data: { ...f, asset: row.asset, billedMicro: row.billed_micro.toString(), minutesLeft: Math.max(0, Math.floor((deadline - now) / 60_000)) } }));
       }
       if (!this.#nearDeadline(deadline)) continue;
       const reason = `the authorization of payment intent ${piId} reaches its capture deadline at ${iso(deadline)}: what is billed is captured now and the rest released`;
