@@ -20,6 +20,7 @@ import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
+import { X402Facilitator } from './service/x402.js';
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
@@ -126,7 +127,9 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
+  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000 }) : undefined;
   const deps: Deps = {
+    ...(x402 ? { x402 } : {}),
     store,
     health: { keyRefresh, ...(o.rail ? { rail: o.rail.rail } : {}) },
     // 2,000 verified credentials (LRU-ish): the repeated verify of active streams stays a cache hit, and 10k
@@ -165,6 +168,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const url = `http://${host}:${addr.port}`;
   await worker.start();
   settler?.start();
+  x402?.start();
   pruner.start();
   const alertWatch = new AlertWatch({ store, worker, ...(o.rail ? { rail: o.rail.rail } : {}), config, options: o.alerts ?? {} });
   alertWatch.start();
@@ -183,7 +187,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
         server.close(() => {
           clearInterval(keysTimer);
           alertWatch.stop();
-          Promise.all([worker.stop(), settler?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
+          Promise.all([worker.stop(), settler?.stop(), x402?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
             await store.close().catch(() => undefined);
             unlock();
             await stopTracing(); // the last spans exported

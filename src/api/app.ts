@@ -13,6 +13,7 @@ import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
 import { webhookRoutes } from './routes/webhooks.js';
 import { receiptRoutes } from './routes/receipts.js';
+import { x402Routes } from './routes/x402.js';
 import { openApiDocument } from './openapi.js';
 import { metrics, renderMetrics } from '../ops/metrics.js';
 import { opsGauges } from '../ops/gauges.js';
@@ -86,6 +87,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   controlRoutes(app, d);
   webhookRoutes(app, d);
   receiptRoutes(app, d);
+  x402Routes(app, d);
 
   // Generated on first use: most daemons never serve it, and building it costs memory (bench/delivery RSS).
   let generated: ReturnType<typeof openApiDocument> | undefined;

@@ -200,10 +200,13 @@ export const ControlRefusal = RefusalProblem.extend({ refusal: z.enum(CONTROL_RE
 
 // ---- events (the webhook contract, also under top-level `webhooks`) ----
 const money = { asset: z.string(), amountMicro: Micro };
+const X402EventData = z.object({
+  payment: z.string(), payer: z.string(), resource: z.string(), paidMicro: Micro,
+}).optional().openapi({ description: 'Added in contract 1.3.0 (additive): on an x402 payment\'s settlement (stream x402-<payer>-<resource hash>, budget x402), the payment it moved, its payer, resource URL and amount; amountMicro is the stream\'s cumulative amount' });
 export const EVENT_DATA = {
-  'settlement.checkpointed': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string() }),
+  'settlement.checkpointed': z.object({ stream: z.string(), budget: z.string(), ...money, reference: z.string(), x402: X402EventData }),
   'settlement.final': z.object({
-    stream: z.string(), budget: z.string(), ...money, reference: z.string(),
+    stream: z.string(), budget: z.string(), ...money, reference: z.string(), x402: X402EventData,
     receipt: z.string().optional().openapi({
       description: 'Added in contract 1.2.0 (additive; the event schema stays 1.1.0): the signed settlement receipt, a compact JWS (EdDSA, typ node-svc-receipt+jwt) ' +
         'to check offline against GET /v1/receipts/jwks.json (`node-svc receipts verify`, SDK verifyReceipt). Absent on events recorded before receipts existed',
@@ -252,3 +255,42 @@ export const StreamReceipt = z
     }),
   })
   .openapi('StreamReceipt');
+
+// ---- x402 facilitator (issue #24): x402 v2's shapes, field for field (@x402/core 2.27.0 types) ----
+const X402Requirements = z.object({
+  scheme: z.string().openapi({ example: 'exact' }),
+  network: z.string().openapi({ description: 'CAIP-2, e.g. eip155:1337', example: 'eip155:1337' }),
+  amount: z.string().openapi({ description: 'Atomic units of the asset (the token has 6 decimals: micro units)', example: '1000' }),
+  asset: z.string().openapi({ description: 'The token contract (must be --asset-token)' }),
+  payTo: z.string().openapi({ description: "The daemon's wallet" }),
+  maxTimeoutSeconds: z.number(),
+  extra: z.record(z.string(), z.unknown()).optional().openapi({ description: 'EIP-712 domain of the token: name, version' }),
+}).openapi('X402PaymentRequirements');
+const X402Payload = z.object({
+  x402Version: z.number().int(),
+  resource: z.object({ url: z.string(), description: z.string().optional(), mimeType: z.string().optional() }).optional(),
+  accepted: X402Requirements,
+  payload: z.record(z.string(), z.unknown()).openapi({ description: 'exact on EVM: {signature, authorization {from, to, value, validAfter, validBefore, nonce}} (EIP-3009)' }),
+  extensions: z.record(z.string(), z.unknown()).optional(),
+}).openapi('X402PaymentPayload');
+export const X402Request = z.object({ x402Version: z.number().int(), paymentPayload: X402Payload, paymentRequirements: X402Requirements }).openapi('X402Request');
+export const X402VerifyResponse = z.object({
+  isValid: z.boolean(),
+  invalidReason: z.string().optional().openapi({ description: "x402's named reason (e.g. invalid_exact_evm_recipient_mismatch, invalid_network, invalid_exact_evm_nonce_already_used)" }),
+  invalidMessage: z.string().optional(),
+  payer: z.string().optional(),
+}).openapi('X402VerifyResponse');
+export const X402SettleResponse = z.object({
+  success: z.boolean().openapi({ description: 'true only once the transaction is mined (settlement.checkpointed); final is the settlement.final event' }),
+  errorReason: z.string().optional().openapi({ description: "x402's named reason; settlement_pending: sent and not mined yet (transaction names it)" }),
+  errorMessage: z.string().optional(),
+  payer: z.string().optional(),
+  transaction: z.string().openapi({ description: 'Transaction hash; empty when nothing was sent' }),
+  network: z.string(),
+  amount: z.string().optional(),
+}).openapi('X402SettleResponse');
+export const X402SupportedResponse = z.object({
+  kinds: z.array(z.object({ x402Version: z.number().int(), scheme: z.string(), network: z.string(), extra: z.record(z.string(), z.unknown()).optional() })),
+  extensions: z.array(z.string()),
+  signers: z.record(z.string(), z.array(z.string())),
+}).openapi('X402SupportedResponse');

@@ -30,5 +30,5 @@ export function ulid(now: number = Date.now()): string {
   return time + lastRandom.map((n) => CROCKFORD[n]).join('');
 }
 
-export type IdPrefix = 'evt' | 'whk' | 'dlv' | 'atm' | 'tok' | 'ctl' | 'stl' | 'alr';
+export type IdPrefix = 'evt' | 'whk' | 'dlv' | 'atm' | 'tok' | 'ctl' | 'stl' | 'alr' | 'x4p';
 export const newId = (prefix: IdPrefix): string => `${prefix}_${ulid()}`;

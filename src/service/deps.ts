@@ -3,6 +3,7 @@ import type { Keyring } from './keyring.js';
 import type { TargetPolicy } from '../delivery/target.js';
 import type { FundingCheck, FundingSubject } from '../domain/funding.js';
 import type { Rail } from '../rails/rail.js';
+import type { X402Facilitator } from './x402.js';
 
 export interface ServiceConfig {
   /** Seconds of leeway for exp/nbf/iat (DESIGN §4). */
@@ -45,6 +46,8 @@ export interface Deps {
   webhookPolicy?: TargetPolicy;
   /** Reads a stream's funding source on its rail (registration), and says when the rail has been unreadable for too long. */
   funding?: FundingGate;
+  /** The x402 facilitator (escrow mode only). */
+  x402?: X402Facilitator;
   /** Wakes the delivery worker (redeliver). */
   wakeDelivery?: () => void;
   /** What the health verdict reads beyond the store (the rail, the key refresh). */

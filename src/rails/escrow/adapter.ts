@@ -279,6 +279,32 @@ export class EscrowRail implements Rail {
     });
   }
 
+  /**
+   * Send one call to `to` (x402: the asset token's transferWithAuthorization) from this wallet, in the same serialised
+   * nonce sequence as settles. Estimated first (a revert throws before anything is sent); `record` runs with the signed
+   * transaction before it leaves the process. Not rebroadcast by this rail.
+   */
+  async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; nonce: number }) => Promise<void>): Promise<Hex> {
+    const gas = await this.#client.estimateGas({ account: this.#account, to, data });
+    const fees = await this.#client.estimateFeesPerGas();
+    return this.#serial(async () => {
+      const nonce = await this.#takeNonce();
+      const raw = await this.#account.signTransaction({ to, data, nonce, gas: (gas * 12n) / 10n, chainId: this.#c.chainId, type: 'eip1559', maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
+      const hash = keccak256(raw);
+      await record({ hash, nonce });
+      try {
+        await this.#client.sendRawTransaction({ serializedTransaction: raw });
+      } catch (err) {
+        if (!isKnown(err)) {
+          this.#nextNonce = undefined;
+          throw err;
+        }
+      }
+      this.#nextNonce = nonce + 1;
+      return hash;
+    });
+  }
+
   async #receiptOf(d: TxDetail): Promise<TransactionReceipt | undefined> {
     for (const tx of [...d.txs].reverse()) {
       const r = await this.#client.getTransactionReceipt({ hash: tx.hash }).catch(() => null);

@@ -1,0 +1,215 @@
+// The x402 facilitator (issue #24): verify, settle and supported with x402 v2's shapes, on this daemon's escrow chain,
+// asset token and wallet. Settle claims the authorization in the store before it sends (one transaction per
+// (chain, token, payer, nonce), whichever daemon got the request), answers `success: true` only once the transaction is
+// mined, and the tracker records the product's finality: settlement.checkpointed when mined, settlement.final (with a
+// signed receipt) at --confirmations, on the stream `x402-<payer>-<resource hash>` of the node that asked.
+import { createHash } from 'node:crypto';
+import type { Hex } from 'viem';
+import { log } from '../log.js';
+import { newId } from '../domain/ids.js';
+import { recordEvent } from '../store/events.js';
+import { lockKey, type Sql, type Store } from '../store/sql.js';
+import { x402Payments, type X402PaymentRow } from '../store/x402.js';
+import { X402_REASONS, X402_VERSION, type Checked, type PaymentPayload, type PaymentRequirements, type X402Exact } from '../rails/escrow/x402.js';
+import { issueReceipt } from './receipts.js';
+
+export interface VerifyRequest { x402Version: number; paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements }
+export interface VerifyResponse { isValid: boolean; invalidReason?: string; invalidMessage?: string; payer?: string }
+export interface SettleResponse { success: boolean; errorReason?: string; errorMessage?: string; payer?: string; transaction: string; network: string; amount?: string }
+export interface SupportedResponse { kinds: Array<{ x402Version: number; scheme: string; network: string; extra?: Record<string, unknown> }>; extensions: string[]; signers: Record<string, string[]> }
+
+/** Sends one call from the daemon's wallet in its serialised nonce sequence (EscrowRail.sendCall). */
+export type SendCall = (to: Hex, data: Hex, record: (tx: { hash: Hex; nonce: number }) => Promise<void>) => Promise<Hex>;
+
+export interface X402Options {
+  /** How long settle waits for the transaction to be mined before it answers pending (ms). */
+  settleWaitMs?: number;
+  /** Tracker tick (ms). */
+  tickMs?: number;
+  now?: () => number;
+}
+
+/** The budget every x402 stream reports (there is no allowance credential behind an x402 payment). */
+export const X402_BUDGET = 'x402';
+
+/** The stream an x402 payment bills: one per node, payer and resource (the resource URL hashed: ids stay short). */
+export function x402Stream(payer: string, resource: string): string {
+  return `x402-${payer.toLowerCase()}-${createHash('sha256').update(resource).digest('hex').slice(0, 16)}`;
+}
+
+export class X402Facilitator {
+  readonly #store: Store;
+  readonly #exact: X402Exact;
+  readonly #send: SendCall;
+  readonly #o: Required<Omit<X402Options, 'now'>>;
+  readonly #now: () => number;
+  #timer: NodeJS.Timeout | undefined;
+  #running: Promise<void> | undefined;
+  #stopped = false;
+
+  constructor(store: Store, exact: X402Exact, send: SendCall, o: X402Options = {}) {
+    this.#store = store;
+    this.#exact = exact;
+    this.#send = send;
+    this.#o = { settleWaitMs: o.settleWaitMs ?? 10_000, tickMs: o.tickMs ?? 1000 };
+    this.#now = o.now ?? Date.now;
+  }
+
+  /** The CAIP-19 name of the asset every x402 stream and receipt names. */
+  get asset(): string {
+    return `${this.#exact.network}/erc20:${this.#exact.config.assetToken.toLowerCase()}`;
+  }
+
+  supported(): SupportedResponse {
+    return { kinds: [{ x402Version: X402_VERSION, scheme: 'exact', network: this.#exact.network }], extensions: [], signers: { 'eip155:*': [this.#exact.config.wallet] } };
+  }
+
+  async #check(body: VerifyRequest): Promise<Checked> {
+    if (body.x402Version !== X402_VERSION) return { ok: false, reason: X402_REASONS.version, message: `x402Version ${body.x402Version} is not supported (only ${X402_VERSION})` };
+    const offline = await this.#exact.checkOffline(body.paymentPayload, body.paymentRequirements);
+    return offline.ok ? this.#exact.checkOnChain(offline) : offline;
+  }
+
+  async verify(body: VerifyRequest): Promise<VerifyResponse> {
+    let c: Checked;
+    try {
+      c = await this.#check(body);
+    } catch (err) {
+      return { isValid: false, invalidReason: X402_REASONS.unexpectedVerify, invalidMessage: `the chain could not be read: ${(err as Error).name}` };
+    }
+    return c.ok ? { isValid: true, payer: c.payer } : { isValid: false, invalidReason: c.reason, invalidMessage: c.message, ...(c.payer ? { payer: c.payer } : {}) };
+  }
+
+  async settle(node: string, body: VerifyRequest): Promise<SettleResponse> {
+    const network = this.#exact.network;
+    const refused = (reason: string, message: string, payer?: string, transaction = ''): SettleResponse =>
+      ({ success: false, errorReason: reason, errorMessage: message, ...(payer ? { payer } : {}), transaction, network });
+    const offline = body.x402Version !== X402_VERSION
+      ? ({ ok: false, reason: X402_REASONS.version, message: `x402Version ${body.x402Version} is not supported (only ${X402_VERSION})` } as Checked)
+      : await this.#exact.checkOffline(body.paymentPayload, body.paymentRequirements);
+    if (!offline.ok) return refused(offline.reason, offline.message, offline.payer);
+    const { auth } = offline;
+    const { chainId, assetToken } = this.#exact.config;
+    // Already claimed (a retry, a concurrent request, another daemon): answer from its row, send nothing.
+    const known = await x402Payments.get(this.#store.q, chainId, assetToken, auth.from, auth.nonce);
+    if (known) return this.#answerFor(node, known, offline.payer);
+    let checked: Checked;
+    try {
+      checked = await this.#exact.checkOnChain(offline);
+    } catch (err) {
+      return refused(X402_REASONS.unexpectedSettle, `the chain could not be read: ${(err as Error).name}`, auth.from);
+    }
+    if (!checked.ok) return refused(checked.reason, checked.message, checked.payer);
+    const resource = body.paymentPayload.resource?.url ?? '';
+    const id = newId('x4p');
+    const claimed = await this.#store.write((tx) => x402Payments.claim(tx, {
+      chainId, token: assetToken, payer: auth.from, nonce: auth.nonce, id, nodeId: node, resource, payTo: auth.to, amount: auth.value, now: this.#now(),
+    }));
+    if (!claimed) {
+      const row = await x402Payments.get(this.#store.q, chainId, assetToken, auth.from, auth.nonce);
+      return row ? this.#answerFor(node, row, auth.from) : refused(X402_REASONS.unexpectedSettle, 'the claim of this authorization vanished', auth.from);
+    }
+    try {
+      await this.#send(assetToken, this.#exact.callData(checked), async (tx) => {
+        await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash)); // durable before it leaves the process
+      });
+    } catch (err) {
+      const message = ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);
+      const row = await x402Payments.byId(this.#store.q, id);
+      if (row?.status === 'submitted') return this.#answerFor(node, row, auth.from); // sent; the answer was lost: the tracker finds out
+      await this.#store.write((q) => x402Payments.unclaim(q, id)); // nothing left the process: the authorization may be settled again
+      log.warn('x402 settle not sent', { payment: id, error: message });
+      return refused(X402_REASONS.failed, `transferWithAuthorization was not sent: ${message}`, auth.from);
+    }
+    return this.#answerFor(node, (await x402Payments.byId(this.#store.q, id))!, auth.from);
+  }
+
+  /**
+   * The answer for a claimed authorization: mined → success with the transaction; sent and not mined within the wait →
+   * pending (success false, errorReason settlement_pending, the transaction); failed → its error. Another node's
+   * payment is refused as a used nonce (a replay must not buy a second resource).
+   */
+  async #answerFor(node: string, row: X402PaymentRow, payer: string): Promise<SettleResponse> {
+    const network = this.#exact.network;
+    if (row.node_id !== node) return { success: false, errorReason: X402_REASONS.nonceUsed, errorMessage: 'this authorization was settled for another node', payer, transaction: '', network };
+    let r: X402PaymentRow = row;
+    // Bounded: at most settleWaitMs, polling the chain every 100 ms (ganache mines at once; a real chain takes a block).
+    const until = Date.now() + this.#o.settleWaitMs;
+    while ((r.status === 'submitted' || r.status === 'claimed') && Date.now() < until) {
+      if (r.status === 'submitted') await this.#advance(r);
+      r = (await x402Payments.byId(this.#store.q, row.id)) ?? r;
+      if (r.status === 'submitted' || r.status === 'claimed') await new Promise((res) => setTimeout(res, 100));
+    }
+    const tx = r.tx_hash ?? '';
+    if (r.status === 'checkpointed' || r.status === 'final') return { success: true, payer, transaction: tx, network, amount: r.amount_micro.toString() };
+    if (r.status === 'failed') return { success: false, errorReason: X402_REASONS.failed, errorMessage: r.error ?? 'failed', payer, transaction: tx, network };
+    return { success: false, errorReason: X402_REASONS.pending, errorMessage: 'sent and not mined yet: not paid until it is (ask settle again with the same payload for its state)', payer, transaction: tx, network };
+  }
+
+  /** Read a sent payment's transaction and record what moved (one event per move: the updates are conditional). */
+  async #advance(row: X402PaymentRow): Promise<void> {
+    if (!row.tx_hash) return;
+    const st = await this.#exact.status(row.tx_hash as Hex, row.payer, row.nonce, row.amount_micro);
+    if (st.state === 'unmined') return;
+    const now = this.#now();
+    const stream = x402Stream(row.payer, row.resource);
+    await this.#store.write(async (tx) => {
+      if (st.state === 'failed') {
+        await x402Payments.failed(tx, row.id, st.error);
+        return;
+      }
+      await lockKey(tx, `x402:${row.node_id}:${stream}`);
+      if (row.status === 'submitted' && (await x402Payments.checkpointed(tx, row.id, st.block, now)))
+        await recordEvent(tx, row.node_id, 'settlement.checkpointed', `stream:${stream}`, await this.#data(tx, row, stream, 'checkpointed'), now);
+      if (st.state === 'final' && (await x402Payments.final(tx, row.id, now))) {
+        const data = await this.#data(tx, row, stream, 'final');
+        const receipt = await issueReceipt(tx, {
+          jti: row.id, node: row.node_id, stream, asset: this.asset, amountMicro: BigInt(data.amountMicro), finalAt: now,
+          reference: { rail: 'escrow', chainId: this.#exact.config.chainId, contract: this.#exact.config.assetToken.toLowerCase(), txHash: row.tx_hash!, blockNumber: Number(st.block) },
+        }, now);
+        await recordEvent(tx, row.node_id, 'settlement.final', `stream:${stream}`, { ...data, receipt }, now);
+      }
+    });
+  }
+
+  /** Event data: amountMicro is the stream's cumulative amount at that finality (the sum of its payments there). */
+  async #data(tx: Sql, row: X402PaymentRow, stream: string, at: 'checkpointed' | 'final') {
+    const statuses = at === 'final' ? "('final')" : "('checkpointed', 'final')";
+    const rows = await tx.all<{ payer: string; resource: string; amount_micro: bigint }>(
+      `SELECT payer, resource, amount_micro FROM x402_payments WHERE node_id = ? AND payer = ? AND status IN ${statuses}`, [row.node_id, row.payer], true);
+    const total = rows.filter((r) => x402Stream(r.payer, r.resource) === stream).reduce((s, r) => s + BigInt(r.amount_micro), 0n);
+    return {
+      stream, budget: X402_BUDGET, asset: this.asset, amountMicro: total.toString(), reference: row.tx_hash!,
+      x402: { payment: row.id, payer: row.payer, resource: row.resource, paidMicro: row.amount_micro.toString() },
+    };
+  }
+
+  /** One pass over the payments sent and not final. */
+  async tick(): Promise<void> {
+    for (const row of await x402Payments.open(this.#store.q)) {
+      if (this.#stopped) return;
+      try {
+        await this.#advance(row);
+      } catch (err) {
+        log.warn('x402 payment status unavailable', { payment: row.id, error: (err as Error).message });
+      }
+    }
+  }
+
+  start(): void {
+    const loop = () => {
+      if (this.#stopped) return;
+      this.#running = this.tick().catch((err) => log.warn('x402 tick failed', { error: (err as Error).message })).finally(() => {
+        this.#running = undefined;
+        if (!this.#stopped) this.#timer = setTimeout(loop, this.#o.tickMs);
+      });
+    };
+    loop();
+  }
+
+  async stop(): Promise<void> {
+    this.#stopped = true;
+    if (this.#timer) clearTimeout(this.#timer);
+    await this.#running;
+  }
+}
