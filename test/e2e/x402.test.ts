@@ -18,6 +18,7 @@ import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/san
 import { AUTHORIZATION_TYPES } from '../../src/rails/escrow/x402.js';
 import { verifyReceipt } from '../../src/sdk/index.js';
 import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
+import { storeUrlFor, testServerUrl } from '../helpers/postgres.js';
 import { clientOf, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../helpers/escrow.js';
 import { issuerKeyPair } from '../helpers/issuer.js';
@@ -46,8 +47,8 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     .filter((r) => verifyServiceSignature(secret, r.body, r.headers['x-service-signature']))
     .map((r) => JSON.parse(r.body.toString('utf8')) as Envelope)
     .filter((e) => e.type === type && e.externalRef.startsWith('stream:x402-'));
-  /** Everything the daemon's wallet sent so far: a refusal must leave it unchanged. */
-  const sent = () => chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'pending' });
+  /** Everything the daemon's wallet sent and the chain mined (ganache mines each at once unless its miner is stopped). */
+  const sent = () => chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
 
   beforeAll(async () => {
     let issuer;
@@ -55,7 +56,7 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     network = `eip155:${chain.chainId}`;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
     const keyFile = await writeKeyFile(t.root, chain.operator.key);
-    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2' }));
+    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2' }), { env: { NODE_SVC_X402_SETTLE_WAIT_MS: '1500' } });
     A = clientOf(daemon.url, tokenA);
     receiver = await startReceiver();
     const sub = await A.post('/v1/webhooks', { url: `${receiver.url}/hook` });
@@ -191,5 +192,48 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     expect(b.body, b.text).toMatchObject({ success: true, transaction: a.body.transaction });
     expect(await sent()).toBe(before + 1);
     expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + PRICE);
+  });
+
+  it('a stalled chain answers settlement_pending (never success) with the one transaction; once mined, success, then final', async () => {
+    const body = await payment();
+    const before = await sent();
+    await chain.client.request({ method: 'miner_stop' as never, params: [] as never });
+    let pending;
+    try {
+      pending = await A.post('/v1/x402/settle', body);
+      expect(pending.body, pending.text).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      // Asked again while it is not mined: still pending, the same transaction, nothing more sent.
+      const again = await A.post('/v1/x402/settle', body);
+      expect(again.body).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: pending.body.transaction });
+      expect(await chain.client.getTransaction({ hash: pending.body.transaction })).toMatchObject({ blockNumber: null, from: chain.operator.address.toLowerCase() });
+      expect(events('settlement.checkpointed').some((e) => e.data.reference === pending.body.transaction)).toBe(false);
+    } finally {
+      await chain.client.request({ method: 'miner_start' as never, params: [] as never });
+    }
+    await chain.mine(1);
+    await eventually(() => events('settlement.checkpointed').some((e) => e.data.reference === pending.body.transaction), 'settlement.checkpointed once mined');
+    const mined = await A.post('/v1/x402/settle', body);
+    expect(mined.body).toMatchObject({ success: true, transaction: pending.body.transaction, amount: PRICE.toString() });
+    await chain.mine(3);
+    await eventually(() => events('settlement.final').some((e) => e.data.reference === pending.body.transaction), 'settlement.final');
+    expect(await sent()).toBe(before + 1);
+  });
+
+  // Two daemons on one PostgreSQL database (the PostgreSQL pass): the claim is the database's unique key.
+  it.runIf(!!testServerUrl())('the same authorization settled at once through two daemons on one PostgreSQL sends one transaction', async () => {
+    const t2 = await tempDataDir('node-svc-x402-second-');
+    const keyFile = await writeKeyFile(t2.root, chain.operator.key);
+    const second = await startEscrowDaemon(t2.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2' }), { env: { NODE_SVC_STORE: (await storeUrlFor(t.dataDir))! } });
+    try {
+      const body = await payment();
+      const before = await sent();
+      const [a, b] = await Promise.all([A.post('/v1/x402/settle', body), clientOf(second.url, tokenA).post('/v1/x402/settle', body)]);
+      expect(a.body, a.text).toMatchObject({ success: true, transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      expect(b.body, b.text).toMatchObject({ success: true, transaction: a.body.transaction });
+      expect(await sent()).toBe(before + 1);
+    } finally {
+      await second.stop();
+      await t2.cleanup();
+    }
   });
 });
