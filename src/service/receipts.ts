@@ -97,10 +97,10 @@ export function retireReceiptKey(store: Store, kid: string, now = Date.now()) {
 /** GET /v1/streams/{id}/receipt: the receipt of the stream's highest final amount; 404 unknown, 409 nothing final yet. */
 export async function streamReceipt(d: Deps, nodeId: string, id: string) {
   const row = await streams.get(d.store.q, nodeId, id);
-  if (!row) throw notFound('stream');
   const r = await receipts.latest(d.store.q, nodeId, id);
+  if (!row && !r) throw notFound('stream'); // an x402 stream (x402-<payer>-<resource hash>) has receipts and no stream row
   if (!r) {
-    const why = row.final_micro > 0n ? 'its final settlements were made before this daemon issued receipts' : 'nothing of it is final yet';
+    const why = row!.final_micro > 0n ? 'its final settlements were made before this daemon issued receipts' : 'nothing of it is final yet';
     throw new NodeSvcError('not_final', `stream ${id} has no receipt: ${why}`, { status: 409, exitCode: 1 });
   }
   return { stream: id, amountMicro: r.amount_micro.toString(), finalAt: iso(Number(r.final_at)), kid: r.kid, receipt: r.jws };

@@ -121,6 +121,9 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
       asset: `${network}/erc20:${chain.token.toLowerCase()}`, amountMicro: PRICE.toString(),
       x402: { payer: chain.payer.address.toLowerCase(), resource: `${resourceUrl}/weather`, paidMicro: PRICE.toString() },
     });
+    const served = await A.get(`/v1/streams/${final.data.stream}/receipt`);
+    expect(served.body, served.text).toMatchObject({ stream: final.data.stream, amountMicro: PRICE.toString(), receipt: final.data.receipt });
+    expect((await clientOf(daemon.url, tokenB).get(`/v1/streams/${final.data.stream}/receipt`)).status).toBe(404); // another node's
     const jwks = (await A.get('/v1/receipts/jwks.json')).body;
     const checked = await verifyReceipt(final.data.receipt as string, { jwks, node: 'node-a', rpcUrl: chain.rpcUrl });
     expect(checked).toMatchObject({
