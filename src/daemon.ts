@@ -130,7 +130,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
-  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, ...(X402_SETTLE_WAIT_MS >= 0 ? { settleWaitMs: X402_SETTLE_WAIT_MS } : {}) }) : undefined;
+  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(X402_SETTLE_WAIT_MS >= 0 ? { settleWaitMs: X402_SETTLE_WAIT_MS } : {}) }) : undefined;
   const deps: Deps = {
     ...(x402 ? { x402 } : {}),
     store,

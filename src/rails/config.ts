@@ -32,7 +32,7 @@ export interface RailSetup {
   rail: Rail;
   policy: SettlementPolicy;
   /** Escrow: the x402 `exact` checks on the same chain, asset token and wallet (the facilitator sends through the rail). */
-  x402?: { exact: X402Exact; send: SendCall };
+  x402?: { exact: X402Exact; send: SendCall; rebroadcastMs?: number };
 }
 
 export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
@@ -110,7 +110,7 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
   await rail.preflight();
   const { X402Exact } = await import('./escrow/x402.js');
   const exact = new X402Exact({ rpcUrl: f.rpcUrl!, chainId, assetToken: f.assetToken as Hex, wallet: rail.address, confirmations });
-  return { rail, policy, x402: { exact, send: (to, data, record) => rail.sendCall(to, data, record) } };
+  return { rail, policy, x402: { exact, send: (to, data, record) => rail.sendCall(to, data, record), ...(rebroadcastMs ? { rebroadcastMs } : {}) } };
 }
 
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -12,6 +12,8 @@ import { lockKey, type Sql, type Store } from '../store/sql.js';
 import { x402Payments, type X402PaymentRow } from '../store/x402.js';
 import { X402_REASONS, X402_VERSION, type Checked, type PaymentPayload, type PaymentRequirements, type X402Exact } from '../rails/escrow/x402.js';
 import { issueReceipt } from './receipts.js';
+import { raiseAlert, recoverAlert } from '../ops/alerts.js';
+import { iso } from '../domain/time.js';
 
 export interface VerifyRequest { x402Version: number; paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements }
 export interface VerifyResponse { isValid: boolean; invalidReason?: string; invalidMessage?: string; payer?: string }
@@ -19,13 +21,17 @@ export interface SettleResponse { success: boolean; errorReason?: string; errorM
 export interface SupportedResponse { kinds: Array<{ x402Version: number; scheme: string; network: string; extra?: Record<string, unknown> }>; extensions: string[]; signers: Record<string, string[]> }
 
 /** Sends one call from the daemon's wallet in its serialised nonce sequence (EscrowRail.sendCall). */
-export type SendCall = (to: Hex, data: Hex, record: (tx: { hash: Hex; nonce: number }) => Promise<void>) => Promise<Hex>;
+export type SendCall = (to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>) => Promise<Hex>;
 
 export interface X402Options {
   /** How long settle waits for the transaction to be mined before it answers pending (ms). */
   settleWaitMs?: number;
   /** Tracker tick (ms). */
   tickMs?: number;
+  /** A sent transaction not mined this long after its last broadcast is sent again, the same bytes (--rebroadcast-after). */
+  rebroadcastMs?: number;
+  /** Sent and not mined this long: settlement.stuck is raised (--settle-stuck-after). */
+  stuckAfterMs?: number;
   now?: () => number;
 }
 
@@ -51,7 +57,7 @@ export class X402Facilitator {
     this.#store = store;
     this.#exact = exact;
     this.#send = send;
-    this.#o = { settleWaitMs: o.settleWaitMs ?? 10_000, tickMs: o.tickMs ?? 1000 };
+    this.#o = { settleWaitMs: o.settleWaitMs ?? 10_000, tickMs: o.tickMs ?? 1000, rebroadcastMs: o.rebroadcastMs ?? 30_000, stuckAfterMs: o.stuckAfterMs ?? 60_000 };
     this.#now = o.now ?? Date.now;
   }
 
@@ -111,7 +117,7 @@ export class X402Facilitator {
     }
     try {
       await this.#send(assetToken, this.#exact.callData(checked), async (tx) => {
-        await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash)); // durable before it leaves the process
+        await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash, tx.raw, this.#now())); // durable before it leaves the process
       });
     } catch (err) {
       const message = ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);
@@ -150,17 +156,22 @@ export class X402Facilitator {
   async #advance(row: X402PaymentRow): Promise<void> {
     if (!row.tx_hash) return;
     const st = await this.#exact.status(row.tx_hash as Hex, row.payer, row.nonce, row.amount_micro);
-    if (st.state === 'unmined') return;
     const now = this.#now();
     const stream = x402Stream(row.payer, row.resource);
+    const alert = { key: `x402:${row.id}`, ref: `stream:${stream}` };
+    const subject = { node: row.node_id, stream, settlement: row.id, rail: 'escrow', asset: this.asset, amountMicro: row.amount_micro.toString() };
+    if (st.state === 'unmined') return this.#unmined(row, now, alert, subject);
     await this.#store.write(async (tx) => {
       if (st.state === 'failed') {
         await x402Payments.failed(tx, row.id, st.error);
         return;
       }
       await lockKey(tx, `x402:${row.node_id}:${stream}`);
-      if (row.status === 'submitted' && (await x402Payments.checkpointed(tx, row.id, st.block, now)))
+      if (row.status === 'submitted' && (await x402Payments.checkpointed(tx, row.id, st.block, now))) {
         await recordEvent(tx, row.node_id, 'settlement.checkpointed', `stream:${stream}`, await this.#data(tx, row, stream, 'checkpointed'), now);
+        await recoverAlert(tx, { ...alert, from: ['settlement.stuck'], kind: 'settlement.recovered', now,
+          data: (was) => ({ ...subject, reference: row.tx_hash, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
+      }
       if (st.state === 'final' && (await x402Payments.final(tx, row.id, now))) {
         const data = await this.#data(tx, row, stream, 'final');
         const receipt = await issueReceipt(tx, {
@@ -170,6 +181,21 @@ export class X402Facilitator {
         await recordEvent(tx, row.node_id, 'settlement.final', `stream:${stream}`, { ...data, receipt }, now);
       }
     });
+  }
+
+  /** Not mined: the same bytes sent again every rebroadcastMs (a node that lost it gets it back); stuck raised once. */
+  async #unmined(row: X402PaymentRow, now: number, alert: { key: string; ref: string }, subject: Record<string, unknown>): Promise<void> {
+    if (row.status !== 'submitted' || !row.raw_tx) return;
+    if (now - Number(row.last_broadcast_at ?? row.created_at) >= this.#o.rebroadcastMs) {
+      const refused = await this.#exact.rebroadcast(row.raw_tx as Hex);
+      await this.#store.write((tx) => x402Payments.rebroadcast(tx, row.id, now));
+      log.info('x402 settlement rebroadcast', { payment: row.id, reference: row.tx_hash, ...(refused ? { note: refused } : {}) });
+    }
+    if (now - Number(row.created_at) > this.#o.stuckAfterMs) {
+      await this.#store.write((tx) => raiseAlert(tx, { ...alert, kind: 'settlement.stuck', node: row.node_id, now, data: {
+        ...subject, reference: row.tx_hash, sentAt: iso(Number(row.created_at)), stuckAfterSeconds: Math.round(this.#o.stuckAfterMs / 1000), broadcasts: Number(row.broadcasts),
+      } }));
+    }
   }
 
   /** Event data: amountMicro is the stream's cumulative amount at that finality (the sum of its payments there). */

@@ -15,6 +15,10 @@ export interface X402PaymentRow {
   amount_micro: bigint;
   status: X402Status;
   tx_hash: string | null;
+  /** The signed transaction (public: it is on the chain once mined), resent as it is when the chain lost it. */
+  raw_tx: string | null;
+  broadcasts: bigint;
+  last_broadcast_at: bigint | null;
   block_number: bigint | null;
   error: string | null;
   created_at: bigint;
@@ -50,7 +54,9 @@ export const x402Payments = {
   get: (q: Sql, chainId: number, token: string, payer: string, nonce: string) =>
     q.get<X402PaymentRow>(`SELECT * FROM x402_payments WHERE ${KEY}`, [chainId, token.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase()], true),
   byId: (q: Sql, id: string) => q.get<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = ?', [id], true),
-  submitted: (q: Sql, id: string, txHash: string) => q.run("UPDATE x402_payments SET status = 'submitted', tx_hash = ? WHERE id = ? AND status = 'claimed'", [txHash, id]),
+  submitted: (q: Sql, id: string, txHash: string, raw: string, now: number) =>
+    q.run("UPDATE x402_payments SET status = 'submitted', tx_hash = ?, raw_tx = ?, broadcasts = 1, last_broadcast_at = ? WHERE id = ? AND status = 'claimed'", [txHash, raw, now, id]),
+  rebroadcast: (q: Sql, id: string, now: number) => q.run("UPDATE x402_payments SET broadcasts = broadcasts + 1, last_broadcast_at = ? WHERE id = ? AND status = 'submitted'", [now, id]),
   /** Nothing left the process: the claim is dropped, so the same authorization can be settled again. */
   unclaim: (q: Sql, id: string) => q.run("DELETE FROM x402_payments WHERE id = ? AND status = 'claimed'", [id]),
   failed: (q: Sql, id: string, error: string) => q.run("UPDATE x402_payments SET status = 'failed', error = ? WHERE id = ? AND status IN ('claimed', 'submitted', 'checkpointed')", [error, id]),

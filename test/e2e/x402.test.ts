@@ -56,7 +56,7 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     network = `eip155:${chain.chainId}`;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
     const keyFile = await writeKeyFile(t.root, chain.operator.key);
-    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2' }), { env: { NODE_SVC_X402_SETTLE_WAIT_MS: '1500' } });
+    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2', '--settle-stuck-after': '1s', '--rebroadcast-after': '1s' }), { env: { NODE_SVC_X402_SETTLE_WAIT_MS: '1500' } });
     A = clientOf(daemon.url, tokenA);
     receiver = await startReceiver();
     const sub = await A.post('/v1/webhooks', { url: `${receiver.url}/hook` });
@@ -210,11 +210,16 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
       expect(again.body).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: pending.body.transaction });
       expect(await chain.client.getTransaction({ hash: pending.body.transaction })).toMatchObject({ blockNumber: null, from: chain.operator.address.toLowerCase() });
       expect(events('settlement.checkpointed').some((e) => e.data.reference === pending.body.transaction)).toBe(false);
+      // Not mined past --settle-stuck-after: settlement.stuck is raised (an operational alert), still no success.
+      const stuck = /node_svc_alerts_emitted_total\{kind="settlement\.stuck"\} [1-9]/;
+      await eventually(async () => stuck.test(await (await fetch(`${daemon.url}/metrics`)).text()), 'settlement.stuck raised');
+      expect((await A.post('/v1/x402/settle', body)).body).toMatchObject({ success: false, errorReason: 'settlement_pending' });
     } finally {
       await chain.client.request({ method: 'miner_start' as never, params: [] as never });
     }
     await chain.mine(1);
     await eventually(() => events('settlement.checkpointed').some((e) => e.data.reference === pending.body.transaction), 'settlement.checkpointed once mined');
+    await eventually(async () => /node_svc_alerts_emitted_total\{kind="settlement\.recovered"\} [1-9]/.test(await (await fetch(`${daemon.url}/metrics`)).text()), 'settlement.recovered');
     const mined = await A.post('/v1/x402/settle', body);
     expect(mined.body).toMatchObject({ success: true, transaction: pending.body.transaction, amount: PRICE.toString() });
     await chain.mine(3);

@@ -284,14 +284,14 @@ export class EscrowRail implements Rail {
    * nonce sequence as settles. Estimated first (a revert throws before anything is sent); `record` runs with the signed
    * transaction before it leaves the process. Not rebroadcast by this rail.
    */
-  async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; nonce: number }) => Promise<void>): Promise<Hex> {
+  async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>): Promise<Hex> {
     const gas = await this.#client.estimateGas({ account: this.#account, to, data });
     const fees = await this.#client.estimateFeesPerGas();
     return this.#serial(async () => {
       const nonce = await this.#takeNonce();
       const raw = await this.#account.signTransaction({ to, data, nonce, gas: (gas * 12n) / 10n, chainId: this.#c.chainId, type: 'eip1559', maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
       const hash = keccak256(raw);
-      await record({ hash, nonce });
+      await record({ hash, raw, nonce });
       try {
         await this.#client.sendRawTransaction({ serializedTransaction: raw });
       } catch (err) {

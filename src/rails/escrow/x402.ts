@@ -155,6 +155,16 @@ export class X402Exact {
     return c;
   }
 
+  /** Send the same signed transaction again (the node lost it, or never got it): a node that holds it may refuse; harmless. */
+  async rebroadcast(raw: Hex): Promise<string | undefined> {
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: raw });
+      return undefined;
+    } catch (err) {
+      return ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);
+    }
+  }
+
   callData(c: Extract<Checked, { ok: true }>): Hex {
     const a = c.auth;
     return encodeFunctionData({ abi: TOKEN_ABI, functionName: 'transferWithAuthorization', args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, c.signature] });
