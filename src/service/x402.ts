@@ -35,6 +35,9 @@ export interface X402Options {
   now?: () => number;
 }
 
+/** A claim not sent after this long is taken over by the next settle of the same authorization (its daemon died). */
+const STALE_CLAIM_MS = 120_000;
+
 /** The budget every x402 stream reports (there is no allowance credential behind an x402 payment). */
 export const X402_BUDGET = 'x402';
 
@@ -98,7 +101,8 @@ export class X402Facilitator {
     const { chainId, assetToken } = this.#exact.config;
     // Already claimed (a retry, a concurrent request, another daemon): answer from its row, send nothing.
     const known = await x402Payments.get(this.#store.q, chainId, assetToken, auth.from, auth.nonce);
-    if (known) return this.#answerFor(node, known, offline.payer);
+    const stale = known?.status === 'claimed' && Number(known.created_at) < this.#now() - STALE_CLAIM_MS;
+    if (known && !stale) return this.#answerFor(node, known, offline.payer);
     let checked: Checked;
     try {
       checked = await this.#exact.checkOnChain(offline);
@@ -108,16 +112,16 @@ export class X402Facilitator {
     if (!checked.ok) return refused(checked.reason, checked.message, checked.payer);
     const resource = body.paymentPayload.resource?.url ?? '';
     const id = newId('x4p');
-    const claimed = await this.#store.write((tx) => x402Payments.claim(tx, {
-      chainId, token: assetToken, payer: auth.from, nonce: auth.nonce, id, nodeId: node, resource, payTo: auth.to, amount: auth.value, now: this.#now(),
-    }));
+    const claim = { chainId, token: assetToken, payer: auth.from, nonce: auth.nonce, id, nodeId: node, resource, payTo: auth.to, amount: auth.value, now: this.#now() };
+    const claimed = await this.#store.write(async (tx) => (await x402Payments.claim(tx, claim)) || x402Payments.takeStale(tx, claim, claim.now - STALE_CLAIM_MS));
     if (!claimed) {
       const row = await x402Payments.get(this.#store.q, chainId, assetToken, auth.from, auth.nonce);
       return row ? this.#answerFor(node, row, auth.from) : refused(X402_REASONS.unexpectedSettle, 'the claim of this authorization vanished', auth.from);
     }
     try {
       await this.#send(assetToken, this.#exact.callData(checked), async (tx) => {
-        await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash, tx.raw, this.#now())); // durable before it leaves the process
+        // Durable before it leaves the process; refused (nothing sent) when the claim was taken over meanwhile.
+        if (!(await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash, tx.raw, this.#now())))) throw new Error('the claim of this authorization was taken over');
       });
     } catch (err) {
       const message = ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);

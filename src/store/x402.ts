@@ -51,11 +51,21 @@ export const x402Payments = {
       "INSERT INTO x402_payments(chain_id, token, payer, nonce, id, node_id, resource, pay_to, amount_micro, status, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, 'claimed', ?) ON CONFLICT DO NOTHING",
       [c.chainId, c.token.toLowerCase(), c.payer.toLowerCase(), c.nonce.toLowerCase(), c.id, c.nodeId, c.resource, c.payTo.toLowerCase(), c.amount, c.now],
     )) === 1,
+  /**
+   * Take over a claim that was never sent (status still `claimed`, older than `staleBefore`: its daemon died between the
+   * claim and the send). The new id makes the old claimant's `submitted` match no row, so it sends nothing.
+   */
+  takeStale: async (q: Sql, c: X402Claim, staleBefore: number) =>
+    (await q.run(
+      `UPDATE x402_payments SET id = ?, node_id = ?, resource = ?, created_at = ? WHERE ${KEY} AND status = 'claimed' AND created_at < ?`,
+      [c.id, c.nodeId, c.resource, c.now, c.chainId, c.token.toLowerCase(), c.payer.toLowerCase(), c.nonce.toLowerCase(), staleBefore],
+    )) === 1,
   get: (q: Sql, chainId: number, token: string, payer: string, nonce: string) =>
     q.get<X402PaymentRow>(`SELECT * FROM x402_payments WHERE ${KEY}`, [chainId, token.toLowerCase(), payer.toLowerCase(), nonce.toLowerCase()], true),
   byId: (q: Sql, id: string) => q.get<X402PaymentRow>('SELECT * FROM x402_payments WHERE id = ?', [id], true),
-  submitted: (q: Sql, id: string, txHash: string, raw: string, now: number) =>
-    q.run("UPDATE x402_payments SET status = 'submitted', tx_hash = ?, raw_tx = ?, broadcasts = 1, last_broadcast_at = ? WHERE id = ? AND status = 'claimed'", [txHash, raw, now, id]),
+  /** claimed → submitted: false when the claim is no longer this id's (taken over as stale): then nothing may be sent. */
+  submitted: async (q: Sql, id: string, txHash: string, raw: string, now: number) =>
+    (await q.run("UPDATE x402_payments SET status = 'submitted', tx_hash = ?, raw_tx = ?, broadcasts = 1, last_broadcast_at = ? WHERE id = ? AND status = 'claimed'", [txHash, raw, now, id])) === 1,
   rebroadcast: (q: Sql, id: string, now: number) => q.run("UPDATE x402_payments SET broadcasts = broadcasts + 1, last_broadcast_at = ? WHERE id = ? AND status = 'submitted'", [now, id]),
   /** Nothing left the process: the claim is dropped, so the same authorization can be settled again. */
   unclaim: (q: Sql, id: string) => q.run("DELETE FROM x402_payments WHERE id = ? AND status = 'claimed'", [id]),
