@@ -21,9 +21,6 @@ import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
 import { X402Facilitator } from './service/x402.js';
-
-/** How long POST /v1/x402/settle waits for its transaction to be mined before it answers settlement_pending (default 10 s). */
-const X402_SETTLE_WAIT_MS = /^\d{1,6}$/.test(process.env.NODE_SVC_X402_SETTLE_WAIT_MS ?? '') ? Number(process.env.NODE_SVC_X402_SETTLE_WAIT_MS) : -1;
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
@@ -130,7 +127,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
-  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(X402_SETTLE_WAIT_MS >= 0 ? { settleWaitMs: X402_SETTLE_WAIT_MS } : {}) }) : undefined;
+  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
   const deps: Deps = {
     ...(x402 ? { x402 } : {}),
     store,

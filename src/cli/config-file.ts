@@ -11,7 +11,7 @@ type Kind = 'string' | 'integer' | 'list';
 export const CONFIG_KEYS: Record<string, Kind> = {
   host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer', retention: 'string',
   webhookAllow: 'list', webhookDeny: 'list', maxSubscriptions: 'integer', maxRedeliveries: 'integer', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
-  contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
+  contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', x402SettleWait: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string',
   alertFailingAfter: 'integer', alertWalletMin: 'string',
 };

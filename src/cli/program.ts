@@ -152,6 +152,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--contract <address>', 'escrow: the escrow contract').env('NODE_SVC_CONTRACT'))
     .addOption(new Option('--asset-token <address>', 'escrow: the ERC-20 (6 decimals) the operator accepts; required. A channel in any other token is not payable').env('NODE_SVC_ASSET_TOKEN'))
     .addOption(new Option('--rebroadcast-after <duration>', 'escrow: send a settle transaction again when it is not mined this long after it was last sent; from the second time replace it with higher fees (default 30s)').env('NODE_SVC_REBROADCAST_AFTER'))
+    .addOption(new Option('--x402-settle-wait <duration>', 'escrow: how long POST /v1/x402/settle waits for its transaction to be mined before it answers settlement_pending (default 10s; 0 answers at once)').env('NODE_SVC_X402_SETTLE_WAIT'))
     .addOption(new Option('--wallet-key-file <file>', 'escrow: file holding the payee wallet private key (hex)').env('NODE_SVC_WALLET_KEY_FILE'))
     .addOption(new Option('--confirmations <n>', 'escrow: blocks deep for final (default 2 in sandbox; 0 uses the finalized block)').env('NODE_SVC_CONFIRMATIONS'))
     .addOption(new Option('--settle-threshold <micro>', 'settle when this much is unsettled (default 1000000)').env('NODE_SVC_SETTLE_THRESHOLD'))

@@ -18,6 +18,7 @@ export interface RailFlags {
   assetToken?: string;
   walletKeyFile?: string;
   rebroadcastAfter?: string;
+  x402SettleWait?: string;
   settleStuckAfter?: string;
   confirmations?: string;
   settleThreshold?: string;
@@ -32,12 +33,12 @@ export interface RailSetup {
   rail: Rail;
   policy: SettlementPolicy;
   /** Escrow: the x402 `exact` checks on the same chain, asset token and wallet (the facilitator sends through the rail). */
-  x402?: { exact: X402Exact; send: SendCall; rebroadcastMs?: number };
+  x402?: { exact: X402Exact; send: SendCall; rebroadcastMs?: number; settleWaitMs?: number };
 }
 
 export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
   if (!f.mode) {
-    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'assetToken', 'walletKeyFile', 'rebroadcastAfter', 'cardKeyFile', 'cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
+    const stray = (['rail', 'rpcUrl', 'chainId', 'contract', 'assetToken', 'walletKeyFile', 'rebroadcastAfter', 'x402SettleWait', 'cardKeyFile', 'cardAccount', 'cardApi', 'cardWebhookSecretFile'] as const).filter((k) => f[k] !== undefined);
     if (stray.length) throw configError(`--${stray.map(kebab).join(', --')} given without --mode`, 'add --mode escrow (or card)');
     return undefined;
   }
@@ -84,6 +85,11 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
     rebroadcastMs = parseDuration(f.rebroadcastAfter);
     if (rebroadcastMs === undefined || rebroadcastMs < 1000) problems.push('--rebroadcast-after must be a duration of at least 1s (e.g. 30s)');
   }
+  let settleWaitMs: number | undefined;
+  if (f.x402SettleWait !== undefined) {
+    settleWaitMs = parseDuration(f.x402SettleWait);
+    if (settleWaitMs === undefined || settleWaitMs > 600_000) problems.push('--x402-settle-wait must be a duration of at most 10m (e.g. 10s; 0 answers at once)');
+  }
   let key: Hex | undefined;
   if (!f.walletKeyFile) problems.push('--wallet-key-file is required in escrow mode (the payee wallet that sends settle transactions)');
   else {
@@ -110,7 +116,7 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
   await rail.preflight();
   const { X402Exact } = await import('./escrow/x402.js');
   const exact = new X402Exact({ rpcUrl: f.rpcUrl!, chainId, assetToken: f.assetToken as Hex, wallet: rail.address, confirmations });
-  return { rail, policy, x402: { exact, send: (to, data, record) => rail.sendCall(to, data, record), ...(rebroadcastMs ? { rebroadcastMs } : {}) } };
+  return { rail, policy, x402: { exact, send: (to, data, record) => rail.sendCall(to, data, record), ...(rebroadcastMs ? { rebroadcastMs } : {}), ...(settleWaitMs !== undefined ? { settleWaitMs } : {}) } };
 }
 
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -146,8 +146,10 @@ export class X402Facilitator {
     // Bounded: at most settleWaitMs, polling the chain every 100 ms (ganache mines at once; a real chain takes a block).
     const until = Date.now() + this.#o.settleWaitMs;
     while ((r.status === 'submitted' || r.status === 'claimed') && Date.now() < until) {
-      if (r.status === 'submitted') await this.#advance(r);
-      r = (await x402Payments.byId(this.#store.q, row.id)) ?? r;
+      if (r.status === 'submitted') await this.#advance(r).catch((err) => log.warn('x402 payment status unavailable', { payment: r.id, error: (err as Error).message }));
+      const now = await x402Payments.byId(this.#store.q, row.id);
+      if (!now) return { success: false, errorReason: X402_REASONS.failed, errorMessage: 'transferWithAuthorization was not sent (the claim was dropped); settle again', payer, transaction: '', network };
+      r = now;
       if (r.status === 'submitted' || r.status === 'claimed') await new Promise((res) => setTimeout(res, 100));
     }
     const tx = r.tx_hash ?? '';

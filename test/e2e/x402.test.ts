@@ -56,7 +56,7 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     network = `eip155:${chain.chainId}`;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
     const keyFile = await writeKeyFile(t.root, chain.operator.key);
-    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2', '--settle-stuck-after': '1s', '--rebroadcast-after': '1s' }), { env: { NODE_SVC_X402_SETTLE_WAIT_MS: '1500' } });
+    daemon = await startEscrowDaemon(t.dataDir, escrowFlags(chain, keyFile, { '--confirmations': '2', '--settle-stuck-after': '1s', '--rebroadcast-after': '1s', '--x402-settle-wait': '1500ms' }));
     A = clientOf(daemon.url, tokenA);
     receiver = await startReceiver();
     const sub = await A.post('/v1/webhooks', { url: `${receiver.url}/hook` });

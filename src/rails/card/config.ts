@@ -23,7 +23,7 @@ function readSecret(flag: string, path: string, problems: string[]): string | un
 export async function cardRailFromFlags(f: RailFlags, env: NodeJS.ProcessEnv, o: { env: RailEnv; policy: SettlementPolicy; problems: string[] }): Promise<RailSetup> {
   const problems = o.problems;
   const railEnv = o.env;
-  const escrowOnly = (['rpcUrl', 'chainId', 'contract', 'assetToken', 'walletKeyFile', 'confirmations', 'rebroadcastAfter'] as const).filter((k) => f[k] !== undefined);
+  const escrowOnly = (['rpcUrl', 'chainId', 'contract', 'assetToken', 'walletKeyFile', 'confirmations', 'rebroadcastAfter', 'x402SettleWait'] as const).filter((k) => f[k] !== undefined);
   if (escrowOnly.length) problems.push(`--${escrowOnly.map(kebab).join(', --')}: escrow settings, but card mode takes no chain or wallet settings`);
 
   let key: string | undefined;
