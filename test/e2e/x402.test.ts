@@ -163,6 +163,11 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
       ['invalid_exact_evm_insufficient_balance', await payment({ key: stranger })],
       ['invalid_exact_evm_signature', await payment({ signWith: stranger })],
       ['invalid_exact_evm_authorization_value', { ...(await payment()), paymentRequirements: { ...(await payment()).paymentRequirements, amount: '999' } }],
+      ['invalid_x402_version', { ...(await payment()), x402Version: 1 }],
+      ['unsupported_scheme', await payment({ req: { scheme: 'upto' } })],
+      ['invalid_exact_evm_missing_eip712_domain', await payment({ req: { extra: {} } })],
+      ['invalid_exact_evm_network_mismatch', await (async () => { const p = await payment(); p.paymentPayload.accepted = { ...p.paymentPayload.accepted, network: 'eip155:1' }; return p; })()],
+      ['invalid_payload', await (async () => { const p = await payment(); (p.paymentPayload.payload.authorization as Record<string, unknown>).nonce = '0x12'; return p; })()],
     ];
     // The used nonce: verify reads it on chain (the store claim answers settle first, for the same node: below).
     const replay = await A.post('/v1/x402/verify', used);
