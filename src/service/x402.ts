@@ -76,7 +76,13 @@ export class X402Facilitator {
   async #check(body: VerifyRequest): Promise<Checked> {
     if (body.x402Version !== X402_VERSION) return { ok: false, reason: X402_REASONS.version, message: `x402Version ${body.x402Version} is not supported (only ${X402_VERSION})` };
     const offline = await this.#exact.checkOffline(body.paymentPayload, body.paymentRequirements);
-    return offline.ok ? this.#exact.checkOnChain(offline) : offline;
+    if (!offline.ok) return offline;
+    // Claimed here already (sent or on its way): used, even before the chain says so.
+    const { chainId, assetToken } = this.#exact.config;
+    const known = await x402Payments.get(this.#store.q, chainId, assetToken, offline.auth.from, offline.auth.nonce);
+    if (known && known.status !== 'failed')
+      return { ok: false, reason: X402_REASONS.nonceUsed, message: `nonce ${offline.auth.nonce} of ${offline.auth.from} is already being settled by this facilitator (${known.status})`, payer: offline.payer };
+    return this.#exact.checkOnChain(offline);
   }
 
   async verify(body: VerifyRequest): Promise<VerifyResponse> {

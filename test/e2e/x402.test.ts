@@ -210,6 +210,8 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     try {
       pending = await A.post('/v1/x402/settle', body);
       expect(pending.body, pending.text).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: expect.stringMatching(/^0x[0-9a-f]{64}$/) });
+      // Not mined, so the chain still calls the nonce unused: verify refuses it from the claim.
+      expect((await A.post('/v1/x402/verify', body)).body).toMatchObject({ isValid: false, invalidReason: 'invalid_exact_evm_nonce_already_used' });
       // Asked again while it is not mined: still pending, the same transaction, nothing more sent.
       const again = await A.post('/v1/x402/settle', body);
       expect(again.body).toMatchObject({ success: false, errorReason: 'settlement_pending', transaction: pending.body.transaction });
