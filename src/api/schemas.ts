@@ -266,14 +266,16 @@ const X402Requirements = z.object({
   maxTimeoutSeconds: z.number(),
   extra: z.record(z.string(), z.unknown()).optional().openapi({ description: 'EIP-712 domain of the token: name, version' }),
 }).openapi('X402PaymentRequirements');
+/** A version number in a request: an integer the document bounds (JSON numbers past 2^53 are not exact). */
+const X402Version = z.number().int().min(0).max(Number.MAX_SAFE_INTEGER).openapi({ description: 'x402 protocol version (this facilitator serves 2)', example: 2 });
 const X402Payload = z.object({
-  x402Version: z.number().int(),
+  x402Version: X402Version,
   resource: z.object({ url: z.string(), description: z.string().optional(), mimeType: z.string().optional() }).optional(),
   accepted: X402Requirements,
   payload: z.record(z.string(), z.unknown()).openapi({ description: 'exact on EVM: {signature, authorization {from, to, value, validAfter, validBefore, nonce}} (EIP-3009)' }),
   extensions: z.record(z.string(), z.unknown()).optional(),
 }).openapi('X402PaymentPayload');
-export const X402Request = z.object({ x402Version: z.number().int(), paymentPayload: X402Payload, paymentRequirements: X402Requirements }).openapi('X402Request');
+export const X402Request = z.object({ x402Version: X402Version, paymentPayload: X402Payload, paymentRequirements: X402Requirements }).openapi('X402Request');
 export const X402VerifyResponse = z.object({
   isValid: z.boolean(),
   invalidReason: z.string().optional().openapi({ description: "x402's named reason (e.g. invalid_exact_evm_recipient_mismatch, invalid_network, invalid_exact_evm_nonce_already_used)" }),

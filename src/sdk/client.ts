@@ -121,6 +121,11 @@ export function createClient(opts: ClientOptions) {
     finality: (id: string) => call<Record<string, unknown>>('GET', `/v1/streams/${enc(id)}/finality`),
     receipt: (id: string) => call<{ stream: string; amountMicro: string; finalAt: string; kid: string; receipt: string }>('GET', `/v1/streams/${enc(id)}/receipt`),
     receiptJwks: () => call<{ keys: Record<string, unknown>[] }>('GET', '/v1/receipts/jwks.json'),
+    /** x402 facilitator (README, "Accepting x402 payments"): the v2 request and response shapes. */
+    x402Supported: () => call<{ kinds: Record<string, unknown>[]; extensions: string[]; signers: Record<string, string[]> }>('GET', '/v1/x402/supported'),
+    x402Verify: (body: { x402Version: number; paymentPayload: unknown; paymentRequirements: unknown }) => call<{ isValid: boolean; invalidReason?: string; invalidMessage?: string; payer?: string }>('POST', '/v1/x402/verify', body),
+    x402Settle: (body: { x402Version: number; paymentPayload: unknown; paymentRequirements: unknown }) =>
+      call<{ success: boolean; errorReason?: string; errorMessage?: string; payer?: string; transaction: string; network: string; amount?: string }>('POST', '/v1/x402/settle', body),
     submitVoucher: (id: string, voucher: unknown, credential?: string) =>
       call<Record<string, unknown>>('POST', `/v1/streams/${enc(id)}/vouchers`, credential === undefined ? { voucher } : { voucher, credential }),
     control: (message: string) => call<Record<string, unknown>>('POST', '/v1/control', { message }),
