@@ -21,7 +21,10 @@ let proxy: RpcProxy;
 let t: TempDataDir;
 let daemon: RunningDaemon;
 let A: ReturnType<typeof clientOf>;
+let flags: string[];
+let tokenA: string;
 let seq = 0;
+const same = (x: string | undefined, y: string) => x?.toLowerCase() === y.toLowerCase();
 
 const rpc = (method: string, params: unknown[] = []) => chain.client.request({ method: method as never, params: params as never });
 
@@ -29,8 +32,8 @@ beforeAll(async () => {
   [chain, issuer] = await Promise.all([startSandboxChain({ closeGrace: 60 }), issuerKeyPair()]);
   proxy = await startRpcProxy(chain.rpcUrl);
   t = await tempDataDir('node-svc-escrow-nonces-');
-  const { tokenA } = await setupNodes(t.dataDir, issuer);
-  const flags = escrowFlags(chain, await writeKeyFile(t.root, chain.operator.key), {
+  ({ tokenA } = await setupNodes(t.dataDir, issuer));
+  flags = escrowFlags(chain, await writeKeyFile(t.root, chain.operator.key), {
     '--rpc-url': proxy.url, '--settle-threshold': '1', '--confirmations': '2', '--settle-interval': '2s', '--settle-stuck-after': '3s', '--rebroadcast-after': '1s',
   });
   daemon = await startEscrowDaemon(t.dataDir, flags);
@@ -116,5 +119,57 @@ describe('two settlements stalled together', () => {
       expect(proxy.sent.some((x) => x.channel?.toLowerCase() === s.channel.toLowerCase() && x.hash.toLowerCase() === f.frontier.reference.toLowerCase()), `${amount}: ${JSON.stringify(f)}`).toBe(true);
     }
     expectNoncesNotShared(proxy.sent);
+  });
+
+  it('a nonce gap below a stalled settlement is filled by it; the next settlement skips the nonce its first transaction still holds; each pays once', async () => {
+    // A fresh start: the daemon asks the chain for the wallet's next nonce again.
+    await daemon.stop('SIGTERM');
+    daemon = await startEscrowDaemon(t.dataDir, flags);
+    A = clientOf(daemon.url, tokenA);
+    proxy.loseAnswer = () => false;
+    const a = await stream(2_000_000n);
+    const b = await stream(2_000_000n);
+    const payee0 = await chain.balanceOf(chain.operator.address);
+    const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
+    // Until the first settle is sent, the RPC counts one pending transaction of the wallet too many (one the chain
+    // never got): that settle goes one nonce too high, and nothing of this wallet holds the nonce below it.
+    proxy.rewrite = (method, params, result) =>
+      method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+    await rpc('miner_stop');
+    let first: RpcProxy['sent'][number];
+    try {
+      await a.pay(500_000n);
+      first = await eventually(() => proxy.sent.find((x) => same(x.channel, a.channel)), 'the first settle sent', 20_000, 100);
+      expect(first.nonce).toBe(n + 1);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n), 'the gap filled by the stalled settlement', 20_000, 100);
+      await eventually(() => daemon.stderr.includes(`nonce gap at ${n}: re-signed into it (was ${n + 1})`), 'the gap fill logged', 10_000, 100);
+      // Its first transaction still waits at n + 1 in the chain's pool: the next settlement must not take that nonce.
+      await b.pay(300_000n);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, b.channel)), 'the second settle sent', 20_000, 100);
+    } finally {
+      await rpc('miner_start');
+    }
+    let seen: unknown;
+    await eventually(async () => {
+      await chain.mine(1);
+      const [fa, fb] = [await a.finality(), await b.finality()];
+      seen = [fa, fb];
+      return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
+    }, 'both final after the miner resumes', 45_000, 300)
+      .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+    expectNoncesNotShared(proxy.sent);
+    expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
+    expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
+    expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
+    // Both of the first settlement's transactions mined: the one at the gap paid and is its reference; the first one,
+    // mined after it, found the channel settled as much and paid nothing, which does not make the settlement fail.
+    const fa = await a.finality();
+    const paid = await chain.client.getTransactionReceipt({ hash: fa.frontier.reference as Hex });
+    expect(proxy.sent.find((x) => same(x.hash, fa.frontier.reference))).toMatchObject({ nonce: n });
+    expect(paid.blockNumber).toBeGreaterThan(0n);
+    const noop = await chain.client.getTransactionReceipt({ hash: first!.hash });
+    expect(noop.status).toBe('success');
+    expect(noop.blockNumber > paid.blockNumber || (noop.blockNumber === paid.blockNumber && noop.transactionIndex > paid.transactionIndex)).toBe(true);
+    expect(noop.logs.filter((l) => same(l.address, chain.escrow))).toEqual([]);
   });
 });

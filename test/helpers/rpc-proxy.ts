@@ -22,19 +22,22 @@ export interface RpcProxy {
   sent: SentTx[];
   /** Decide per send (before it is forwarded) whether its answer is lost; `earlier` are the sends before it. */
   loseAnswer: (tx: Omit<SentTx, 'answerLost'>, earlier: SentTx[]) => boolean;
+  /** Change the chain's answer to a call (e.g. a node that counts a pending transaction the chain never got). */
+  rewrite: (method: string, params: unknown[], result: unknown) => unknown;
   stop(): Promise<void>;
 }
 
 export async function startRpcProxy(target: string): Promise<RpcProxy> {
-  const proxy: RpcProxy = { url: '', sent: [], loseAnswer: () => false, stop: async () => undefined };
+  const proxy: RpcProxy = { url: '', sent: [], loseAnswer: () => false, rewrite: (_m, _p, result) => result, stop: async () => undefined };
   const server: Server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', async () => {
       const body = Buffer.concat(chunks).toString('utf8');
       let lose = false;
+      let msg: { method?: string; params?: unknown[] } = {};
       try {
-        const msg = JSON.parse(body) as { method?: string; params?: unknown[] };
+        msg = JSON.parse(body) as typeof msg;
         if (msg.method === 'eth_sendRawTransaction' && typeof msg.params?.[0] === 'string') {
           const raw = msg.params[0] as Hex;
           const tx = parseTransaction(raw);
@@ -50,8 +53,12 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
       } catch { /* forwarded as it came */ }
       try {
         const r = await fetch(target, { method: 'POST', headers: { 'content-type': 'application/json' }, body });
-        const text = await r.text();
+        let text = await r.text();
         if (lose) return void res.writeHead(502, { 'content-type': 'text/plain' }).end('bad gateway');
+        if (msg.method) {
+          const answer = JSON.parse(text) as { result?: unknown };
+          if ('result' in answer) text = JSON.stringify({ ...answer, result: proxy.rewrite(msg.method, msg.params ?? [], answer.result) });
+        }
         res.writeHead(r.status, { 'content-type': 'application/json' }).end(text);
       } catch {
         res.writeHead(502).end();
