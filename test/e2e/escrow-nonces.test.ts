@@ -3,7 +3,8 @@
 // behind a loopback RPC proxy that keeps every transaction the daemon sends.
 // Before the fix the lost-answer replacement was never recorded: it mined, its settlement found its nonce used by a
 // transaction it did not know, and the stream never became final (the next settlement of the same amount then mined
-// without a Settled log, over and over).
+// without a Settled log, over and over). And after a gap fill, the next settlement was given the nonce the filler's
+// first transaction still held: both on one nonce, the other's no-op mined there, the next settlement waited in vain.
 import { type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
