@@ -9,7 +9,7 @@
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
-const SERIAL = ['test/e2e/escrow-funding.test.ts', 'test/e2e/escrow.test.ts'];
+const SERIAL = ['test/e2e/escrow-funding.test.ts', 'test/e2e/escrow.test.ts', 'test/e2e/escrow-nonces.test.ts'];
 const WORKERS = process.env.NODE_SVC_TEST_WORKERS ?? '2';
 const PG_CTL = '/usr/lib/postgresql/15/bin/pg_ctl';
 const vitest = (args, env = {}) => {

@@ -45,6 +45,8 @@ export const settlements = {
   rebroadcast: (q: Sql, id: string, reference: string, detail: string, note: string, now: number) =>
     q.run("UPDATE settlements SET reference = ?, detail = ?, error = ?, attempts = attempts + 1, last_broadcast_at = ? WHERE id = ? AND status = 'submitted'",
       [reference, detail, note, now, id]),
+  /** The transactions it has sent or is about to send (recorded before a rebroadcast leaves the process). */
+  transactions: (q: Sql, id: string, detail: string) => q.run("UPDATE settlements SET detail = ? WHERE id = ? AND status IN ('submitted', 'checkpointed')", [detail, id]),
   /** A problem worth showing that does not end the settlement (status unchanged). */
   note: (q: Sql, id: string, error: string) => q.run('UPDATE settlements SET error = ? WHERE id = ?', [error, id]),
   /** The newest settlement of a stream, when it is not final: what the finality view shows as in progress. */

@@ -11,13 +11,18 @@
 // - One signer, one nonce sequence: sends are serialised; a nonce that did not reach the chain is reused, never skipped.
 //   A settle not mined within `rebroadcastMs` is sent again; from the second time it is replaced (same nonce) with
 //   fees raised by at least 12.5 % (capped); a nonce gap below it (a transaction the chain lost) is filled by re-signing
-//   the lowest stuck settlement at the missing nonce. Every transaction sent for a settlement is kept, so whichever
-//   mines is recognised. The contract pays only the delta over what it already settled, so no resend pays twice.
-import { createPublicClient, decodeEventLog, encodeFunctionData, http, keccak256, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+//   the lowest stuck settlement at the missing nonce. The contract pays only the delta over what it already settled,
+//   so no resend pays twice.
+// - Every transaction is recorded on its settlement before it leaves the process (a send whose answer is lost may
+//   still have reached the node: whichever mines is recognised), and no transaction ever takes a nonce that any
+//   transaction of another open settlement holds. A settlement is paid when ANY of its mined transactions carries the
+//   Settled log for its cumulative amount: a later one of its own that mined as a no-op does not hide it.
+import { BaseError, createPublicClient, decodeEventLog, HttpRequestError, TimeoutError, encodeFunctionData, http, keccak256, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
+import { log } from '../../log.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
-import type { Store } from '../../store/sql.js';
+import type { Sql, Store } from '../../store/sql.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
 import { streams, type StreamRow } from '../../store/streams.js';
 import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
@@ -55,8 +60,14 @@ const ZERO = '0x0000000000000000000000000000000000000000';
 const NONCE_USED_GRACE_MS = 60_000;
 const same = (a: string | undefined, b: string | undefined) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 const short = (err: unknown) => ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? String(err)).split('\n')[0]!.slice(0, 200);
-const isNonceTooLow = (err: unknown) => /nonce too low|nonce has already been used|already known.*nonce|NONCE_EXPIRED/i.test(short(err));
-const isKnown = (err: unknown) => /already known|already imported|known transaction|AlreadyKnown/i.test(short(err));
+/** The error's text with the node's own words (viem keeps them in `details`). */
+const said = (err: unknown) => `${short(err)} ${String((err as { details?: unknown }).details ?? '')}`;
+const isNonceTooLow = (err: unknown) => /nonce too low|nonce has already been used|already known.*nonce|NONCE_EXPIRED|doesn't have the correct nonce/i.test(said(err));
+const isKnown = (err: unknown) => /already known|already imported|known transaction|AlreadyKnown/i.test(said(err));
+/** No answer came (a timeout, a dropped connection, a gateway error): the node may or may not have the transaction. */
+const unanswered = (err: unknown) => err instanceof BaseError && !!err.walk((e) => e instanceof TimeoutError || e instanceof HttpRequestError);
+/** The nonce of a signed transaction. */
+const nonceOf = (raw: Hex) => parseTransaction(raw).nonce ?? 0;
 
 function parseDetail(detail: string | null): TxDetail | undefined {
   if (!detail) return undefined;
@@ -76,6 +87,8 @@ export class EscrowRail implements Rail {
   readonly #account: PrivateKeyAccount;
   readonly #now: () => number;
   #store: Store | undefined;
+  /** A fenced settlement write (the settler's): what a rebroadcast is about to send is recorded with it first. */
+  #write: (<T>(fn: (tx: Sql) => Promise<T>) => Promise<T>) | undefined;
   #closeGrace: bigint | undefined;
   /** The next nonce this wallet uses; undefined: ask the chain (and our own unmined transactions) again. */
   #nextNonce: number | undefined;
@@ -144,8 +157,9 @@ export class EscrowRail implements Rail {
     if (decimals !== 6) throw configError(`--asset-token ${this.#c.assetToken} has ${decimals} decimals; node-svc settles micro units, so the token must have 6`);
   }
 
-  attach(ctx: { store: Store }): void {
+  attach(ctx: { store: Store; settlementWrite?: <T>(fn: (tx: Sql) => Promise<T>) => Promise<T> }): void {
     this.#store = ctx.store;
+    this.#write = ctx.settlementWrite;
   }
 
   async probe(): Promise<RailProbe> {
@@ -231,21 +245,44 @@ export class EscrowRail implements Rail {
     return run;
   }
 
-  /** Nonces held by our own unmined settle transactions (from the store: they survive a restart). */
-  async #heldNonces(): Promise<number[]> {
-    if (!this.#store) return [];
-    return (await settlements.open(this.#store.q, 'escrow'))
-      .filter((s) => s.status === 'pending' || s.status === 'submitted')
-      .map((s) => parseDetail(s.detail)?.nonce)
-      .filter((n): n is number => typeof n === 'number');
+  /**
+   * Nonces held by open settlements (sent, or mined and not yet final) other than `except`: the nonce of every
+   * transaction each has sent, not only its newest (one re-signed into a gap still has its first one in a node's pool).
+   * From the store: they survive a restart.
+   */
+  async #heldNonces(except?: string): Promise<Set<number>> {
+    const held = new Set<number>();
+    if (!this.#store) return held;
+    for (const s of await settlements.open(this.#store.q, 'escrow')) {
+      const d = s.id === except ? undefined : parseDetail(s.detail);
+      if (!d) continue;
+      held.add(d.nonce);
+      for (const tx of d.txs) held.add(nonceOf(tx.raw));
+    }
+    return held;
   }
 
+  /** The next nonce: past the chain's count and past every nonce an open settlement holds (a cached value never undercuts them). */
   async #takeNonce(): Promise<number> {
-    if (this.#nextNonce === undefined) {
-      const pending = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
-      this.#nextNonce = Math.max(pending, ...(await this.#heldNonces()).map((n) => n + 1));
+    this.#nextNonce ??= await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'pending' });
+    return Math.max(this.#nextNonce, ...[...(await this.#heldNonces())].map((n) => n + 1));
+  }
+
+  /**
+   * Send a signed transaction. It counts as sent when the node took it, says it already has it, or — after an error
+   * (a retried send whose first answer was lost is refused as a duplicate, e.g. "underpriced") — knows its hash.
+   * Otherwise the error is thrown.
+   */
+  async #send(tx: { hash: Hex; raw: Hex }, what: Record<string, unknown>): Promise<void> {
+    try {
+      await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+    } catch (err) {
+      if (!isKnown(err) && !(await this.#client.getTransaction({ hash: tx.hash }).then(() => true, () => false))) {
+        log.debug('settle transaction refused', { ...what, nonce: nonceOf(tx.raw), hash: tx.hash, error: short(err) });
+        throw err;
+      }
     }
-    return this.#nextNonce;
+    log.debug('settle transaction sent', { ...what, nonce: nonceOf(tx.raw), hash: tx.hash });
   }
 
   async #sign(data: Hex, nonce: number, gas: bigint, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<{ hash: Hex; raw: Hex }> {
@@ -268,12 +305,10 @@ export class EscrowRail implements Rail {
       const tx = await this.#sign(data, nonce, (gas * 12n) / 10n, { maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
       await record(tx.hash, JSON.stringify({ nonce, txs: [tx] } satisfies TxDetail)); // durable before it leaves the process
       try {
-        await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+        await this.#send(tx, { stream: stream.id, kind: 'first' });
       } catch (err) {
-        if (!isKnown(err)) {
-          this.#nextNonce = undefined; // the nonce did not reach the chain: it is reused, never skipped
-          throw err;
-        }
+        this.#nextNonce = undefined; // the nonce did not reach the chain: it is reused, never skipped
+        throw err;
       }
       this.#nextNonce = nonce + 1;
     });
@@ -305,12 +340,28 @@ export class EscrowRail implements Rail {
     });
   }
 
-  async #receiptOf(d: TxDetail): Promise<TransactionReceipt | undefined> {
+  /** The receipts of every transaction of the settlement that mined (more than one can: each at its own nonce), newest sent first. */
+  async #receiptsOf(d: TxDetail): Promise<TransactionReceipt[]> {
+    const found: TransactionReceipt[] = [];
     for (const tx of [...d.txs].reverse()) {
       const r = await this.#client.getTransactionReceipt({ hash: tx.hash }).catch(() => null);
-      if (r) return r;
+      if (r) found.push(r);
     }
-    return undefined;
+    return found;
+  }
+
+  /**
+   * Which mined transaction paid: the one whose receipt proves the payment (any of them: one of this settlement's own
+   * transactions that mined after it found the channel already settled this far and paid nothing). None: why not.
+   */
+  async #payingReceipt(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
+    let why: string | undefined;
+    for (const r of receipts) {
+      const proof = r.status === 'success' ? await this.#paid(s, r) : `settle transaction ${r.transactionHash} reverted in block ${r.blockNumber}`;
+      if (proof === true) return r;
+      why ??= proof;
+    }
+    return { error: why! };
   }
 
   async status(s: SettlementRow): Promise<SettlementState> {
@@ -319,11 +370,10 @@ export class EscrowRail implements Rail {
     // The nonce count first, then the receipts: a transaction of ours mined in between then shows its receipt, so a
     // count past our nonce with no receipt really means another transaction took the nonce.
     const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
-    const receipt = await this.#receiptOf(d);
-    if (!receipt) return this.#unmined(s, d, latestCount);
-    if (receipt.status !== 'success') return { state: 'failed', error: `settle transaction ${receipt.transactionHash} reverted in block ${receipt.blockNumber}` };
-    const proof = await this.#paid(s, receipt);
-    if (typeof proof === 'string') return { state: 'failed', error: proof };
+    const receipts = await this.#receiptsOf(d);
+    if (receipts.length === 0) return this.#unmined(s, d, latestCount);
+    const receipt = await this.#payingReceipt(s, receipts);
+    if ('error' in receipt) return { state: 'failed', error: receipt.error };
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
     // as not mined). The block must still be there at that height (the receipt's block hash is not compared: ganache
     // reports hashes of blocks mined after miner_start that getBlock does not return).
@@ -386,7 +436,8 @@ export class EscrowRail implements Rail {
 
   /** Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed into it. */
   async #unmined(s: SettlementRow, d: TxDetail, latestCount: number): Promise<SettlementState> {
-    if (latestCount > d.nonce) {
+    // Every nonce it holds is mined (one re-signed into a gap may still have its first transaction at a higher one).
+    if (latestCount > Math.max(d.nonce, ...d.txs.map((t) => nonceOf(t.raw)))) {
       // Our nonce is mined but none of our hashes has a receipt. A node can count a block before it answers its
       // receipts (seen with ganache right after miner_start), and failing a settle that did pay would retry it for
       // ever without a Settled log: so this is a failure only when it lasts NONCE_USED_GRACE_MS.
@@ -404,31 +455,48 @@ export class EscrowRail implements Rail {
     const due = this.#now() - last >= (this.#c.rebroadcastMs ?? 30_000);
     if (known && !due) return { state: 'submitted' };
     return this.#serial(async () => {
-      // A gap below us (a lower nonce no unmined settlement of ours holds): fill it with this settlement.
-      const gap = d.nonce > latestCount && !(await this.#heldNonces()).includes(latestCount);
+      // Decided on fresh reads (the count read before may be stale by now), inside the one send queue.
+      const count = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+      if (count > d.nonce) return { state: 'submitted' as const, note: `nonce ${d.nonce} is mined; waiting for the receipt of one of this settlement's transactions` };
+      const held = await this.#heldNonces(s.id);
+      // A gap below us (a lower nonce no transaction of an open settlement holds): fill it with this settlement.
+      const gap = d.nonce > count && !held.has(count) && !d.txs.some((t) => nonceOf(t.raw) === count);
       // From the second time, replace it (a node may have dropped it as underpriced: the same bytes would be refused again).
       if (gap || Number(s.attempts) >= 2) {
-        const nonce = gap ? latestCount : d.nonce;
+        const nonce = gap ? count : d.nonce;
+        // Never a nonce another open settlement holds (two settlements' transactions on one nonce: one replaces the other).
+        if (held.has(nonce)) return { state: 'submitted' as const, note: `nonce ${nonce} is held by another settlement of this wallet: not replaced` };
         const tx = await this.#replacement(newest.raw, nonce);
+        const next: TxDetail = { nonce, txs: [...d.txs, tx] };
+        // Recorded before it leaves the process: a send whose answer is lost may still be mined, and must be recognised.
+        await this.#record(s.id, next);
         try {
-          await this.#client.sendRawTransaction({ serializedTransaction: tx.raw });
+          await this.#send(tx, { settlement: s.id, stream: s.stream, kind: gap ? 'gap' : 'replacement' });
         } catch (err) {
-          if (!isKnown(err)) return { state: 'submitted' as const, note: `replacement refused: ${short(err)}` };
+          // The node refused it and does not have it: the record goes back to what was sent (an unanswered send stays recorded).
+          if (!unanswered(err)) await this.#record(s.id, d);
+          return { state: 'submitted' as const, note: `replacement refused: ${short(err)}` };
         }
         if (gap) this.#nextNonce = undefined;
-        const note = gap ? `nonce gap at ${latestCount}: re-signed into it (was ${d.nonce})` : `not mined after ${s.attempts} broadcasts: replaced with higher fees`;
-        return { state: 'submitted' as const, rebroadcast: { reference: tx.hash, detail: JSON.stringify({ nonce, txs: [...d.txs, tx] } satisfies TxDetail), note } };
+        const note = gap ? `nonce gap at ${count}: re-signed into it (was ${d.nonce})` : `not mined after ${s.attempts} broadcasts: replaced with higher fees`;
+        return { state: 'submitted' as const, rebroadcast: { reference: tx.hash, detail: JSON.stringify(next), note } };
       }
       try {
-        await this.#client.sendRawTransaction({ serializedTransaction: newest.raw });
+        await this.#send(newest, { settlement: s.id, stream: s.stream, kind: 'rebroadcast' });
       } catch (err) {
         if (isNonceTooLow(err)) return { state: 'submitted' as const, note: 'nonce already used; waiting for its receipt' };
         // A node that holds the very same transaction may answer "already known" (geth) or "underpriced" (ganache): it has it.
-        if (!isKnown(err) && !known) return { state: 'submitted' as const, note: `rebroadcast refused: ${short(err)}` };
+        if (!known) return { state: 'submitted' as const, note: `rebroadcast refused: ${short(err)}` };
       }
       const note = known ? `not mined within ${Math.round((this.#c.rebroadcastMs ?? 30_000) / 1000)} s: rebroadcast` : 'transaction was not known to the chain: resent';
       return { state: 'submitted' as const, rebroadcast: { reference: newest.hash, detail: JSON.stringify(d), note } };
     });
+  }
+
+  /** Record the settlement's transactions (fenced: a daemon that lost the settlement lease records and sends nothing). */
+  async #record(id: string, d: TxDetail): Promise<void> {
+    if (!this.#write) return;
+    await this.#write((tx) => settlements.transactions(tx, id, JSON.stringify(d)));
   }
 
   /** The same settle call at `nonce` with fees raised ≥ 12.5 % over the last transaction and the current estimate, capped. */

@@ -1,0 +1,176 @@
+// Two settlements of one wallet stalled together (miner stopped), rebroadcast and replaced, with the answer to a
+// replacement lost after the chain took it (a gateway error): the real daemon against a real local chain (ganache)
+// behind a loopback RPC proxy that keeps every transaction the daemon sends.
+// Before the fix the lost-answer replacement was never recorded: it mined, its settlement found its nonce used by a
+// transaction it did not know, and the stream never became final (the next settlement of the same amount then mined
+// without a Settled log, over and over). And after a gap fill, the next settlement was given the nonce the filler's
+// first transaction still held: both on one nonce, the other's no-op mined there, the next settlement waited in vain.
+import { type Hex } from 'viem';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
+import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
+import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
+import { clientOf, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
+import { channelOf, escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../helpers/escrow.js';
+import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
+import { startRpcProxy, type RpcProxy } from '../helpers/rpc-proxy.js';
+
+vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
+
+let chain: SandboxChain;
+let issuer: KeyPair;
+let proxy: RpcProxy;
+let t: TempDataDir;
+let daemon: RunningDaemon;
+let A: ReturnType<typeof clientOf>;
+let flags: string[];
+let tokenA: string;
+let seq = 0;
+const same = (x: string | undefined, y: string) => x?.toLowerCase() === y.toLowerCase();
+
+const rpc = (method: string, params: unknown[] = []) => chain.client.request({ method: method as never, params: params as never });
+
+beforeAll(async () => {
+  [chain, issuer] = await Promise.all([startSandboxChain({ closeGrace: 60 }), issuerKeyPair()]);
+  proxy = await startRpcProxy(chain.rpcUrl);
+  t = await tempDataDir('node-svc-escrow-nonces-');
+  ({ tokenA } = await setupNodes(t.dataDir, issuer));
+  flags = escrowFlags(chain, await writeKeyFile(t.root, chain.operator.key), {
+    '--rpc-url': proxy.url, '--settle-threshold': '1', '--confirmations': '2', '--settle-interval': '2s', '--settle-stuck-after': '3s', '--rebroadcast-after': '1s',
+  });
+  daemon = await startEscrowDaemon(t.dataDir, flags);
+  A = clientOf(daemon.url, tokenA);
+});
+afterAll(async () => {
+  await rpc('miner_start').catch(() => undefined);
+  await daemon?.stop('SIGKILL');
+  await proxy?.stop();
+  await t?.cleanup();
+  await chain?.stop();
+});
+
+async function stream(deposit: bigint) {
+  const id = `nonce-${++seq}-${Math.random().toString(36).slice(2, 8)}`;
+  const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit });
+  const credential = mintCredential({
+    key: issuer,
+    claims: { stream: id, budget: `b-${id}`, cap: deposit.toString(), asset: 'USDC', mode: 'escrow', cnf: { addr: chain.payer.address }, chainId: chain.chainId, escrow: chain.escrow, channel },
+  });
+  expect((await A.post('/v1/allowances/verify', { credential })).status).toBe(200);
+  const sign = (amount: bigint) => chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel }, amount);
+  const pay = async (amount: bigint) => {
+    const r = await A.post(`/v1/streams/${id}/vouchers`, { voucher: { stream: id, amount: amount.toString(), units: (amount / 100n).toString(), signature: await sign(amount) } });
+    expect(r.body, r.text).toMatchObject({ accepted: true });
+  };
+  const finality = async () => (await A.get(`/v1/streams/${id}/finality`)).body;
+  return { id, channel, pay, finality };
+}
+
+/** Each nonce carries transactions of one channel only: no settlement's transaction took another's nonce. */
+function expectNoncesNotShared(sent: RpcProxy['sent']) {
+  const byNonce = new Map<number, Set<string>>();
+  for (const s of sent) if (s.channel) byNonce.set(s.nonce, (byNonce.get(s.nonce) ?? new Set()).add(s.channel.toLowerCase()));
+  const shared = [...byNonce].filter(([, channels]) => channels.size > 1).map(([n, c]) => `${n}: ${[...c].join(', ')}`);
+  expect(shared, 'nonces used by transactions of two settlements').toEqual([]);
+}
+
+describe('two settlements stalled together', () => {
+  it('a replacement whose answer was lost is still recognised: both streams pay exactly once and turn final; no nonce is shared', async () => {
+    const a = await stream(2_000_000n);
+    const b = await stream(2_000_000n);
+    const payee0 = await chain.balanceOf(chain.operator.address);
+    // The first replacement of each nonce (a second transaction at a nonce already sent) reaches the chain, but the
+    // daemon gets a gateway error instead of its answer.
+    const lostAt = new Set<number>();
+    proxy.loseAnswer = (tx, earlier) => {
+      if (!tx.channel || lostAt.has(tx.nonce) || !earlier.some((e) => e.nonce === tx.nonce && e.hash !== tx.hash)) return false;
+      lostAt.add(tx.nonce);
+      return true;
+    };
+    await rpc('miner_stop');
+    try {
+      await a.pay(700_000n);
+      await b.pay(400_000n);
+      // Both sent, rebroadcast and replaced, each with one replacement whose answer was lost, while nothing mines.
+      await eventually(async () => {
+        const channels = new Set(proxy.sent.filter((s) => s.answerLost).map((s) => s.channel!.toLowerCase()));
+        const [fa, fb] = [await a.finality(), await b.finality()];
+        return channels.size === 2 && fa.settlement?.stuck && fb.settlement?.stuck;
+      }, 'both settlements replaced, one answer lost each, and stuck', 30_000, 200)
+        .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-3000)}`); });
+    } finally {
+      await rpc('miner_start');
+    }
+    let seen: unknown;
+    await eventually(async () => {
+      await chain.mine(1);
+      const [fa, fb] = [await a.finality(), await b.finality()];
+      seen = [fa, fb];
+      return fa.finality === 'final' && fa.finalMicro === '700000' && fb.finality === 'final' && fb.finalMicro === '400000';
+    }, 'both final after the miner resumes', 45_000, 300)
+      .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+    // Paid exactly once each: the wallet received the two amounts, the channels settled exactly them.
+    expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(1_100_000n);
+    expect((await channelOf(chain, a.channel as Hex)).settled).toBe(700_000n);
+    expect((await channelOf(chain, b.channel as Hex)).settled).toBe(400_000n);
+    // The mined transaction each stream's receipt names is one the daemon sent for that stream's channel.
+    for (const [s, amount] of [[a, '700000'], [b, '400000']] as const) {
+      const f = await s.finality();
+      expect(f.settlement).toBeNull();
+      expect(f.frontier.reference, JSON.stringify(f)).toMatch(/^0x[0-9a-f]{64}$/i);
+      expect(proxy.sent.some((x) => x.channel?.toLowerCase() === s.channel.toLowerCase() && x.hash.toLowerCase() === f.frontier.reference.toLowerCase()), `${amount}: ${JSON.stringify(f)}`).toBe(true);
+    }
+    expectNoncesNotShared(proxy.sent);
+  });
+
+  it('a nonce gap below a stalled settlement is filled by it; the next settlement skips the nonce its first transaction still holds; each pays once', async () => {
+    // A fresh start: the daemon asks the chain for the wallet's next nonce again.
+    await daemon.stop('SIGTERM');
+    daemon = await startEscrowDaemon(t.dataDir, flags);
+    A = clientOf(daemon.url, tokenA);
+    proxy.loseAnswer = () => false;
+    const a = await stream(2_000_000n);
+    const b = await stream(2_000_000n);
+    const payee0 = await chain.balanceOf(chain.operator.address);
+    const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
+    // Until the first settle is sent, the RPC counts one pending transaction of the wallet too many (one the chain
+    // never got): that settle goes one nonce too high, and nothing of this wallet holds the nonce below it.
+    proxy.rewrite = (method, params, result) =>
+      method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+    await rpc('miner_stop');
+    let first: RpcProxy['sent'][number];
+    try {
+      await a.pay(500_000n);
+      first = await eventually(() => proxy.sent.find((x) => same(x.channel, a.channel)), 'the first settle sent', 20_000, 100);
+      expect(first.nonce).toBe(n + 1);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n), 'the gap filled by the stalled settlement', 20_000, 100);
+      await eventually(() => daemon.stderr.includes(`nonce gap at ${n}: re-signed into it (was ${n + 1})`), 'the gap fill logged', 10_000, 100);
+      // Its first transaction still waits at n + 1 in the chain's pool: the next settlement must not take that nonce.
+      await b.pay(300_000n);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, b.channel)), 'the second settle sent', 20_000, 100);
+    } finally {
+      await rpc('miner_start');
+    }
+    let seen: unknown;
+    await eventually(async () => {
+      await chain.mine(1);
+      const [fa, fb] = [await a.finality(), await b.finality()];
+      seen = [fa, fb];
+      return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
+    }, 'both final after the miner resumes', 45_000, 300)
+      .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+    expectNoncesNotShared(proxy.sent);
+    expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
+    expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
+    expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
+    // Both of the first settlement's transactions mined: the one at the gap paid and is its reference; the first one,
+    // mined after it, found the channel settled as much and paid nothing, which does not make the settlement fail.
+    const fa = await a.finality();
+    const paid = await chain.client.getTransactionReceipt({ hash: fa.frontier.reference as Hex });
+    expect(proxy.sent.find((x) => same(x.hash, fa.frontier.reference))).toMatchObject({ nonce: n });
+    expect(paid.blockNumber).toBeGreaterThan(0n);
+    const noop = await chain.client.getTransactionReceipt({ hash: first!.hash });
+    expect(noop.status).toBe('success');
+    expect(noop.blockNumber > paid.blockNumber || (noop.blockNumber === paid.blockNumber && noop.transactionIndex > paid.transactionIndex)).toBe(true);
+    expect(noop.logs.filter((l) => same(l.address, chain.escrow))).toEqual([]);
+  });
+});
