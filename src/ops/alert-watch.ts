@@ -43,11 +43,11 @@ export class AlertWatch {
     if (this.o.store.dialect === 'sqlite') {
       // The CLI writes the data dir's database from its own process: the writer connection's data_version moves on
       // every commit made elsewhere. Then the delivery worker reads subscriptions again and looks for due deliveries.
-      const version = (this.o.store as SqliteStore).db.prepare('PRAGMA data_version').pluck();
-      let last = version.get();
+      const version = (this.o.store as SqliteStore).externalVersion;
+      let last = version();
       const w = setInterval(() => {
         try {
-          const v = version.get();
+          const v = version();
           if (v !== last) { last = v; subscriptionsChanged(); this.o.worker.wake(); }
         } catch { /* closed while stopping */ }
       }, 1000);

@@ -285,9 +285,32 @@ export class EscrowRail implements Rail {
     log.debug('settle transaction sent', { ...what, nonce: nonceOf(tx.raw), hash: tx.hash });
   }
 
-  async #sign(data: Hex, nonce: number, gas: bigint, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }): Promise<{ hash: Hex; raw: Hex }> {
-    const raw = await this.#account.signTransaction({ to: this.#c.contract, data, nonce, gas, chainId: this.#c.chainId, type: 'eip1559', ...fees });
+  async #sign(data: Hex, nonce: number, gas: bigint, fees: { maxFeePerGas: bigint; maxPriorityFeePerGas: bigint }, to: Hex = this.#c.contract): Promise<{ hash: Hex; raw: Hex }> {
+    const raw = await this.#account.signTransaction({ to, data, nonce, gas, chainId: this.#c.chainId, type: 'eip1559', ...fees });
     return { hash: keccak256(raw), raw };
+  }
+
+  /**
+   * A first transaction of `data` to `to` at the wallet's next nonce, in the serialised send order: estimated before
+   * (a revert throws before anything is sent), `record`ed durably before it leaves the process, sent by #send. A
+   * nonce that did not reach the chain is reused, never skipped.
+   */
+  async #sendFirst(to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>, what: Record<string, unknown>): Promise<Hex> {
+    const gas = await this.#client.estimateGas({ account: this.#account, to, data });
+    const fees = await this.#client.estimateFeesPerGas();
+    return this.#serial(async () => {
+      const nonce = await this.#takeNonce();
+      const tx = await this.#sign(data, nonce, (gas * 12n) / 10n, { maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! }, to);
+      await record({ ...tx, nonce });
+      try {
+        await this.#send(tx, what);
+      } catch (err) {
+        this.#nextNonce = undefined;
+        throw err;
+      }
+      this.#nextNonce = nonce + 1;
+      return tx.hash;
+    });
   }
 
   async submit(stream: StreamRow, amount: bigint, record: (reference: string, detail: string | null) => void): Promise<void> {
@@ -298,20 +321,7 @@ export class EscrowRail implements Rail {
     if (!same(ch.payee, this.#account.address) || !same(ch.token, this.#c.assetToken))
       throw new Error(`channel ${channel} does not pay this daemon's wallet in the configured token; nothing sent`);
     const data = encodeFunctionData({ abi: ESCROW_ABI, functionName: 'settle', args: [channel, amount, voucher.signature] });
-    const gas = await this.#client.estimateGas({ account: this.#account, to: this.#c.contract, data }); // a revert fails here, before anything is sent
-    const fees = await this.#client.estimateFeesPerGas();
-    await this.#serial(async () => {
-      const nonce = await this.#takeNonce();
-      const tx = await this.#sign(data, nonce, (gas * 12n) / 10n, { maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
-      await record(tx.hash, JSON.stringify({ nonce, txs: [tx] } satisfies TxDetail)); // durable before it leaves the process
-      try {
-        await this.#send(tx, { stream: stream.id, kind: 'first' });
-      } catch (err) {
-        this.#nextNonce = undefined; // the nonce did not reach the chain: it is reused, never skipped
-        throw err;
-      }
-      this.#nextNonce = nonce + 1;
-    });
+    await this.#sendFirst(this.#c.contract, data, async (tx) => { await record(tx.hash, JSON.stringify({ nonce: tx.nonce, txs: [{ hash: tx.hash, raw: tx.raw }] } satisfies TxDetail)); }, { stream: stream.id, kind: 'first' });
   }
 
   /**
@@ -320,24 +330,7 @@ export class EscrowRail implements Rail {
    * transaction before it leaves the process. Not rebroadcast by this rail.
    */
   async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>): Promise<Hex> {
-    const gas = await this.#client.estimateGas({ account: this.#account, to, data });
-    const fees = await this.#client.estimateFeesPerGas();
-    return this.#serial(async () => {
-      const nonce = await this.#takeNonce();
-      const raw = await this.#account.signTransaction({ to, data, nonce, gas: (gas * 12n) / 10n, chainId: this.#c.chainId, type: 'eip1559', maxFeePerGas: fees.maxFeePerGas!, maxPriorityFeePerGas: fees.maxPriorityFeePerGas! });
-      const hash = keccak256(raw);
-      await record({ hash, raw, nonce });
-      try {
-        await this.#client.sendRawTransaction({ serializedTransaction: raw });
-      } catch (err) {
-        if (!isKnown(err)) {
-          this.#nextNonce = undefined;
-          throw err;
-        }
-      }
-      this.#nextNonce = nonce + 1;
-      return hash;
-    });
+    return this.#sendFirst(to, data, record, { kind: 'call', to });
   }
 
   /** The receipts of every transaction of the settlement that mined (more than one can: each at its own nonce), newest sent first. */
