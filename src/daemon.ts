@@ -20,7 +20,6 @@ import { targetPolicy, type TargetPolicy } from './delivery/target.js';
 import { VERSION } from './version.js';
 import type { RailSetup } from './rails/config.js';
 import { Settler } from './rails/settler.js';
-import { X402Facilitator } from './service/x402.js';
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
@@ -127,7 +126,10 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   });
   const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
-  const x402 = o.rail?.x402 ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
+  // Loaded only with an escrow rail that serves x402: it pulls in viem and the token's artifacts (bench/memory: a
+  // daemon without a rail started 15 MB heavier with it imported at the top).
+  const X402Facilitator = o.rail?.x402 ? (await import('./service/x402.js')).X402Facilitator : undefined;
+  const x402 = o.rail?.x402 && X402Facilitator ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
   const deps: Deps = {
     ...(x402 ? { x402 } : {}),
     store,
