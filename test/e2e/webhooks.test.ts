@@ -559,6 +559,45 @@ describe('webhooks against the real daemon', () => {
     expect(new Set(r.requests.map((q) => JSON.parse(q.body.toString('utf8')).type))).toEqual(new Set(['stream.revoked', 'subscription.closed']));
   });
 
+  it('keeps its sockets to one receiver across bursts: ten subscriptions on one host reuse them, not open new ones', async () => {
+    // Each subscription's budget is a tenth of the node's 256 sockets (24 here). The receiver holds every request until
+    // 240 are open at once (bounded: 1.5 s, below this suite's 2 s attempt timeout), so each burst needs 240 sockets to
+    // one host together. Sockets are kept per host:
+    // the worker once kept 64 of them and closed the rest, so each later burst opened ~190 connections again.
+    let gate: { open: Promise<void>; release: () => void } | undefined;
+    const hold = () => {
+      let release!: () => void;
+      const open = new Promise<void>((res) => { release = res; });
+      const timer = setTimeout(release, 1500);
+      gate = { open: open.finally(() => clearTimeout(timer)), release };
+    };
+    const r = await receiver(async () => {
+      if (gate && r.pending() >= 240) gate.release();
+      await gate?.open;
+      return { status: 204 };
+    });
+    for (let i = 0; i < 10; i++) await subscribe(A, tokenA, `${r.url}/s${i}`);
+    const peaks: number[] = [];
+    const burst = async () => {
+      hold();
+      let peak = 0;
+      const watch = setInterval(() => { peak = Math.max(peak, r.pending()); }, 5);
+      const ids = await Promise.all(Array.from({ length: 30 }, () => emit(A)));
+      await r.waitFor(() => ids.every((id) => r.forEvent(id).length >= 10), 30_000, '30 events at 10 subscriptions');
+      await eventually(async () => r.pending() === 0, 'every answer sent');
+      clearInterval(watch);
+      peaks.push(peak);
+    };
+    await burst();
+    await burst();
+    await burst();
+    const most = Math.max(...peaks);
+    expect(most, `requests open at once, per burst: ${peaks}`).toBeGreaterThan(100); // far more than the old pool's 64
+    // No more sockets than were ever in flight at once, give or take a few opened while an answered one was on its way
+    // back to the pool; the old worker opened each burst's excess over 64 again (415-620 in all here).
+    expect(r.connections(), `connections opened by three bursts of ${peaks} requests at once`).toBeLessThanOrEqual(most + 30);
+  });
+
   it('GET /v1/events pages oldest first with a cursor, filters by type, and is scoped to the node', async () => {
     const mine: string[] = [];
     for (let i = 0; i < 5; i++) mine.push(await emit(A, i % 2 ? 'stream.revoked' : 'budget.halted'));

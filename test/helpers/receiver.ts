@@ -69,6 +69,8 @@ export interface Receiver {
   waitForCount(n: number, timeoutMs?: number): Promise<ReceivedRequest[]>;
   /** How many requests are being answered right now (delayed ones included). */
   pending(): number;
+  /** TCP connections accepted so far (over the receiver's whole life): how often senders opened a new one. */
+  connections(): number;
   /** Close the listener and every connection: senders get connection refused until up(). */
   down(): Promise<void>;
   /** Listen again on the same port. */
@@ -88,6 +90,7 @@ export async function startReceiver(policy: Policy = ack(), opts: ReceiverOption
   const perEvent = new Map<string, number>();
   const ids = new Set<string>();
   const sockets = new Set<Socket>();
+  let accepted = 0;
   const events = new EventEmitter();
   events.setMaxListeners(0);
   let inProgress = 0;
@@ -135,6 +138,7 @@ export async function startReceiver(policy: Policy = ack(), opts: ReceiverOption
       });
     });
     s.on('connection', (sock) => {
+      accepted++;
       sockets.add(sock);
       sock.on('close', () => sockets.delete(sock));
     });
@@ -199,6 +203,7 @@ export async function startReceiver(policy: Policy = ack(), opts: ReceiverOption
     waitFor,
     waitForCount: (n, timeoutMs) => waitFor((r) => r.length >= n, timeoutMs, `${n} requests`),
     pending: () => inProgress,
+    connections: () => accepted,
     down: shut,
     up: listen,
     close: shut,
