@@ -4,6 +4,7 @@
 import { isUtf8 } from 'node:buffer';
 import { sign, verify, type KeyObject } from 'node:crypto';
 import type { Refusal } from '../domain/refusals.js';
+import { Lru } from '../lru.js';
 
 const B64URL_RE = /^[A-Za-z0-9_-]+$/;
 
@@ -12,11 +13,30 @@ const B64URL_RE = /^[A-Za-z0-9_-]+$/;
  * `alg: none` JWS) so the header check can refuse it as unsupported_algorithm; no empty signature ever verifies.
  */
 export function splitCompact(jws: string): [string, string, string] | undefined {
-  const parts = jws.split('.');
-  if (parts.length !== 3) return undefined;
-  const [h, p, s] = parts as [string, string, string];
-  if (!B64URL_RE.test(h) || !B64URL_RE.test(p) || (s !== '' && !B64URL_RE.test(s))) return undefined;
-  return [h, p, s];
+  // One pass of one expression over the whole string, then the cuts (three tests and a split each walked it again).
+  if (!COMPACT_RE.test(jws)) return undefined;
+  const a = jws.indexOf('.');
+  const b = jws.indexOf('.', a + 1);
+  return [jws.slice(0, a), jws.slice(a + 1, b), jws.slice(b + 1)];
+}
+const COMPACT_RE = /^[A-Za-z0-9_-]+\.[A-Za-z0-9_-]+\.[A-Za-z0-9_-]*$/;
+
+/**
+ * decodeJson for a protected header, remembered by its exact text: every credential of one issuer key (every voucher
+ * of one payer key) carries the same header, and decoding it again was ~7 % of a first-sight verify (bench/verify).
+ * The object is frozen (callers only read it); a header that does not decode is not remembered.
+ */
+export function decodeHeader(part: string): Record<string, unknown> | undefined {
+  const hit = headers.get(part);
+  if (hit) return hit;
+  const h = decodeJson(part);
+  if (h && part.length <= 1024) headers.set(part, deepFreeze(h));
+  return h;
+}
+const headers = new Lru<string, Record<string, unknown>>(256);
+function deepFreeze<T>(v: T): T {
+  if (typeof v === 'object' && v !== null) { for (const x of Object.values(v)) deepFreeze(x); Object.freeze(v); }
+  return v;
 }
 
 /**
@@ -26,7 +46,10 @@ export function splitCompact(jws: string): [string, string, string] | undefined 
  */
 export function decodeJson(part: string): Record<string, unknown> | undefined {
   try {
-    const bytes = Buffer.from(part, 'base64url');
+    // 'base64' reads the url-safe alphabet too, and is the faster path here (see verifySignature); the alphabet is
+    // checked first, so nothing that is not base64url decodes.
+    if (!B64URL_RE.test(part)) return undefined;
+    const bytes = Buffer.from(part, 'base64');
     // Bad UTF-8 is refused (a fatal decoder's check, done natively); a byte-order mark is not JSON either.
     if (!isUtf8(bytes)) return undefined;
     const text = bytes.toString('utf8');
@@ -119,7 +142,11 @@ export function checkHeader<K extends SigningKey>(
 
 /** Verify the signature of a compact JWS with one key: EdDSA (Ed25519) or ES256 (raw r||s, 64 bytes). */
 export function verifySignature(k: { alg: string; key: KeyObject }, parts: readonly [string, string, string]): boolean {
-  const sig = Buffer.from(parts[2], 'base64url');
+  // Decoded with 'base64', which reads the url-safe alphabet too: the parts are base64url (splitCompact checked the
+  // alphabet), so the bytes are the same; node's 'base64url' path left a signature that made the Ed25519 verify after
+  // it ~7 % slower (bench/verify: 0.92 of raw with 'base64url', 0.99 with 'base64'; the decoding itself is 0.4 µs).
+  if (!B64URL_RE.test(parts[2])) return false;
+  const sig = Buffer.from(parts[2], 'base64');
   const input = Buffer.allocUnsafe(parts[0].length + 1 + parts[1].length);
   input.write(parts[0], 0, 'latin1');
   input[parts[0].length] = 0x2e; // '.'

@@ -2,7 +2,7 @@
 // RPC URL, against the chain it names. Used by `node-svc receipts verify`; never throws, answers by name.
 import { RECEIPT_ALG, RECEIPT_TYP, type ReceiptClaims, type ReceiptRefusal } from '../domain/receipts.js';
 import { parseMicro } from '../domain/amount.js';
-import { checkHeader, decodeJson, splitCompact, verifySignature } from './jws.js';
+import { checkHeader, decodeHeader, decodeJson, splitCompact, verifySignature } from './jws.js';
 import { jwkProblems, KeySet, type Jwk } from './keys.js';
 
 export interface VerifyReceiptOptions {
@@ -61,7 +61,7 @@ function verifyReceiptOffline(input: unknown, opts: VerifyReceiptOptions): Recei
   if (jws.length > MAX_RECEIPT_BYTES) return no('malformed', `receipt is longer than ${MAX_RECEIPT_BYTES} bytes`);
   const parts = splitCompact(jws);
   if (!parts) return no('malformed', 'not a compact JWS (three base64url parts)');
-  const header = decodeJson(parts[0]);
+  const header = decodeHeader(parts[0]);
   if (!header) return no('malformed', 'protected header is not a base64url JSON object with unique member names');
   const keys = opts.jwks instanceof KeySet ? opts.jwks : receiptKeySet(opts.jwks);
   const checked = checkHeader(header, RECEIPT_TYP, new Set([RECEIPT_ALG]), [keys]);

@@ -15,7 +15,7 @@ import { parsePositiveMicro } from '../domain/amount.js';
 import { EXTERNAL_ID_RE } from '../domain/ids.js';
 import type { Refusal } from '../domain/refusals.js';
 import { KeySet } from './keys.js';
-import { checkHeader, decodeJson, splitCompact, verifySignature } from './jws.js';
+import { checkHeader, decodeHeader, decodeJson, splitCompact, verifySignature } from './jws.js';
 
 export interface VerifierOptions {
   keys: KeySet | KeySet[];
@@ -120,7 +120,7 @@ export class Verifier {
   #checkSignedParts(jws: string): VerifiedClaims | RefusedCredential {
     const parts = splitCompact(jws);
     if (!parts) return refuse('malformed', 'not a compact JWS (three base64url parts)');
-    const header = decodeJson(parts[0]);
+    const header = decodeHeader(parts[0]);
     if (!header) return refuse('malformed', 'protected header is not a base64url JSON object with unique member names');
     const checked = checkHeader(header, CREDENTIAL_TYP, this.#algorithms, this.#sets);
     if ('refusal' in checked) return checked;

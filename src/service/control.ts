@@ -8,7 +8,7 @@ import { HALT_REASONS, type EventKind } from '../domain/events.js';
 import { EXTERNAL_ID_RE, newId } from '../domain/ids.js';
 import type { ControlRefusal } from '../domain/refusals.js';
 import { iso } from '../domain/time.js';
-import { checkHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
+import { checkHeader, decodeHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { budgets, controlMessages, periods, streams } from '../store/streams.js';
 import { lockKey, type Sql } from '../store/sql.js';
@@ -48,7 +48,7 @@ function period(c: Record<string, unknown>, required: boolean): number | null {
 export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   if (typeof message !== 'string' || message.length > 16 * 1024) throw no('malformed', 'message must be a compact JWS string of at most 16 KiB');
   const parts = splitCompact(message);
-  const header = parts && decodeJson(parts[0]);
+  const header = parts && decodeHeader(parts[0]);
   if (!parts || !header) throw no('malformed', 'message is not a compact JWS (or its header repeats a member name)');
   const keyring = await d.keyring.current();
   const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);

@@ -10,7 +10,7 @@ import { headroomEntered, raiseHeadroom, type HeadroomMove } from '../ops/alerts
 import { iso } from '../domain/time.js';
 import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
-import { decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
+import { decodeHeader, decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
@@ -346,7 +346,7 @@ export interface ParsedVoucher {
 /** Check a JWS voucher against the stream's `cnf.jwk`. Throws a voucher_refused error. */
 export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher {
   const parts = splitCompact(voucher);
-  const header = parts && decodeJson(parts[0]);
+  const header = parts && decodeHeader(parts[0]);
   if (!parts || !header) throw vRefuse('malformed', 'voucher is not a compact JWS');
   const cnf = JSON.parse(row.voucher_key) as { jwk?: Record<string, unknown> };
   if (!cnf.jwk) throw vRefuse('bad_signature', `stream ${row.id} takes EIP-712 vouchers signed by its cnf.addr, not JWS`);
