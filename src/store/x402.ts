@@ -51,6 +51,9 @@ export interface X402Claim {
 /** A node's x402 stream, summed over its payments that were sent (failed and unsent claims bill nothing). */
 export interface X402StreamRow {
   stream: string;
+  chain_id: bigint;
+  /** The asset token (lower case). */
+  token: string;
   payer: string;
   resource: string;
   billed_micro: bigint;
@@ -73,7 +76,7 @@ const sumIf = (cond: string, what = 'amount_micro') => `CAST(SUM(CASE WHEN ${con
 /** A payment's last change (its lifecycle only moves forward: final after checkpointed after its broadcasts). */
 const CHANGED = 'COALESCE(final_at, checkpointed_at, last_broadcast_at, created_at)';
 /** One row per stream of @node (only streams with a payment sent), as a subquery to filter and page on. */
-const STREAMS = `(SELECT stream, MIN(payer) AS payer, MIN(resource) AS resource,
+const STREAMS = `(SELECT stream, MIN(payer) AS payer, MIN(resource) AS resource, MIN(chain_id) AS chain_id, MIN(token) AS token,
     ${sumIf(`status IN ${SENT}`)} AS billed_micro, ${sumIf("status IN ('checkpointed', 'final')")} AS checkpointed_micro,
     ${sumIf("status = 'final'")} AS final_micro, ${sumIf(`status IN ${SENT}`, '1')} AS payments,
     ${sumIf(`status IN ${SENT} AND created_at >= @windowStart`)} AS window_micro,
