@@ -24,7 +24,7 @@ import { escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../hel
 import { json, runCli } from '../helpers/cli.js';
 import { startRpcProxy, type RpcProxy } from '../helpers/rpc-proxy.js';
 import { x402Stream } from '../../src/service/x402.js';
-import { issuerKeyPair } from '../helpers/issuer.js';
+import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
 import { startReceiver, verifyServiceSignature, type Receiver } from '../helpers/receiver.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
@@ -46,6 +46,7 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
   let resourceUrl: string;
   let network: string;
   let proxy: RpcProxy;
+  let issuer: KeyPair;
 
   const events = (type: string) => receiver.at('/hook')
     .filter((r) => verifyServiceSignature(secret, r.body, r.headers['x-service-signature']))
@@ -55,7 +56,6 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
   const sent = () => chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
 
   beforeAll(async () => {
-    let issuer;
     [chain, issuer, t] = await Promise.all([startSandboxChain(), issuerKeyPair(), tempDataDir('node-svc-x402-')]);
     network = `eip155:${chain.chainId}`;
     ({ tokenA, tokenB } = await setupNodes(t.dataDir, issuer));
@@ -215,6 +215,13 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     const first = await A.post('/v1/x402/settle', await payment({ resource: url }));
     const second = await A.post('/v1/x402/settle', await payment({ resource: url, value: 2500n }));
     expect([first.body, second.body], second.text).toMatchObject([{ success: true }, { success: true }]);
+    // Credential streams of the same node around it in id order (one named like an x402 stream): the list merges both kinds.
+    const tag = randomBytes(4).toString('hex');
+    const credentialIds = [`a-${tag}`, `x402-zz-${tag}`, `zz-${tag}`];
+    for (const id of credentialIds) {
+      const r = await A.post('/v1/allowances/verify', { credential: mintCredential({ key: issuer, claims: { stream: id, budget: `b-${id}` } }) });
+      expect(r.status, r.text).toBe(200);
+    }
     const all = async (client: ReturnType<typeof clientOf>, q = '') => (await client.get(`/v1/streams?limit=500${q}`)).body.data as Array<Record<string, any>>;
     // Mined (settle answered success only then): checkpointed, not final before --confirmations.
     const summary = (await all(A)).find((s) => s.stream === stream);
@@ -250,7 +257,12 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
         if (!cursor) break;
       }
       expect(paged, sort).toEqual(whole);
-      expect(whole, sort).toContain(stream);
+      expect(whole, sort).toEqual(expect.arrayContaining([stream, ...credentialIds]));
+      if (sort === 'id') expect(whole).toEqual([...whole].sort());
+    }
+    for (const id of credentialIds) {
+      expect((await all(A)).find((s) => s.stream === id)).toMatchObject({ source: 'credential' });
+      expect((await A.get(`/v1/streams/${id}/finality`)).body).toMatchObject({ stream: id, source: 'credential' });
     }
     // The CLI shows the same.
     const listed = await runCli(['streams', 'list', '--limit', '500', '--url', daemon.url, '--token', tokenA]);
