@@ -4,21 +4,19 @@
 // high and leaves a gap below: both are stuck, and each would fill that gap (re-sign into it). Only one may: the x402
 // transfer's nonces are held as a settlement's are. Then the miner resumes and both mine, each paying exactly once.
 import { randomBytes } from 'node:crypto';
-import { privateKeyToAccount } from 'viem/accounts';
 import { type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
-import { AUTHORIZATION_TYPES } from '../../src/rails/escrow/x402.js';
 import { x402Stream } from '../../src/service/x402.js';
 import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { channelOf, escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../helpers/escrow.js';
 import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
 import { startRpcProxy, type RpcProxy } from '../helpers/rpc-proxy.js';
+import { x402Payment } from '../helpers/x402.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
-const DOMAIN = { name: 'node-svc Test USD', version: '2' };
 const PRICE = 1000n;
 
 let chain: SandboxChain;
@@ -49,18 +47,6 @@ afterAll(async () => {
   await chain?.stop();
 });
 
-/** An exact x402 payment of the price to the daemon's wallet, signed by the sandbox payer. */
-async function x402Payment(resource: string) {
-  const now = BigInt(Math.floor(Date.now() / 1000));
-  const requirements = { scheme: 'exact', network: `eip155:${chain.chainId}`, amount: PRICE.toString(), asset: chain.token, payTo: chain.operator.address, maxTimeoutSeconds: 60, extra: DOMAIN };
-  const authorization = { from: chain.payer.address, to: chain.operator.address, value: PRICE, validAfter: now - 600n, validBefore: now + 600n, nonce: `0x${randomBytes(32).toString('hex')}` as Hex };
-  const signature = await privateKeyToAccount(chain.payer.key).signTypedData({
-    domain: { ...DOMAIN, chainId: chain.chainId, verifyingContract: chain.token }, types: AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message: authorization,
-  });
-  const payload = { signature, authorization: Object.fromEntries(Object.entries(authorization).map(([k, v]) => [k, typeof v === 'bigint' ? v.toString() : v])) };
-  return { x402Version: 2, paymentPayload: { x402Version: 2, resource: { url: resource }, accepted: requirements, payload }, paymentRequirements: requirements };
-}
-
 describe('an x402 transfer and a settlement of one wallet, stalled together', () => {
   it('never share a nonce (one fills the gap, the other keeps its own); both mine, each paying exactly once', async () => {
     const token = chain.token.toLowerCase();
@@ -73,7 +59,7 @@ describe('an x402 transfer and a settlement of one wallet, stalled together', ()
     expect((await A.post('/v1/allowances/verify', { credential })).status).toBe(200);
     const signature = await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel }, 600_000n);
     const resource = `http://resource.test/nonces-${id}`;
-    const body = await x402Payment(resource);
+    const body = await x402Payment(chain, { value: PRICE, resource });
     const payee0 = await chain.balanceOf(chain.operator.address);
     const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
     // Until the x402 transfer is sent, the RPC counts one pending transaction of the wallet the chain never got.

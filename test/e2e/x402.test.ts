@@ -15,7 +15,6 @@ import { generatePrivateKey, privateKeyToAccount } from 'viem/accounts';
 import { getAddress, type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
-import { AUTHORIZATION_TYPES } from '../../src/rails/escrow/x402.js';
 import { verifyReceipt } from '../../src/sdk/index.js';
 import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { storeUrlFor, testServerUrl } from '../helpers/postgres.js';
@@ -24,12 +23,12 @@ import { escrowFlags, eventually, startEscrowDaemon, writeKeyFile } from '../hel
 import { json, runCli } from '../helpers/cli.js';
 import { startRpcProxy, type RpcProxy } from '../helpers/rpc-proxy.js';
 import { x402Stream } from '../../src/service/x402.js';
+import { X402_DOMAIN as DOMAIN, x402Payment, type X402PaymentOptions } from '../helpers/x402.js';
 import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
 import { startReceiver, verifyServiceSignature, type Receiver } from '../helpers/receiver.js';
 
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
-const DOMAIN = { name: 'node-svc Test USD', version: '2' };
 const PRICE = 1000n;
 interface Envelope { id: string; type: string; externalRef: string; data: Record<string, any> }
 
@@ -139,21 +138,8 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
     });
   });
 
-  /** A signed exact payment of `value` (default: the price) to the wallet, as @x402/evm makes one; `over` changes the requirements. */
-  async function payment(o: { key?: Hex; to?: Hex; value?: bigint; validAfter?: bigint; validBefore?: bigint; nonce?: Hex; signWith?: Hex; req?: Record<string, unknown>; resource?: string } = {}) {
-    const now = BigInt(Math.floor(Date.now() / 1000));
-    const key = o.key ?? chain.payer.key;
-    const requirements = { scheme: 'exact', network, amount: (o.value ?? PRICE).toString(), asset: chain.token, payTo: chain.operator.address, maxTimeoutSeconds: 60, extra: DOMAIN, ...o.req };
-    const authorization = {
-      from: privateKeyToAccount(key).address, to: o.to ?? chain.operator.address, value: o.value ?? PRICE,
-      validAfter: o.validAfter ?? now - 600n, validBefore: o.validBefore ?? now + 300n, nonce: o.nonce ?? (`0x${randomBytes(32).toString('hex')}` as Hex),
-    };
-    const signature = await privateKeyToAccount(o.signWith ?? key).signTypedData({
-      domain: { ...DOMAIN, chainId: chain.chainId, verifyingContract: chain.token }, types: AUTHORIZATION_TYPES, primaryType: 'TransferWithAuthorization', message: authorization,
-    });
-    const payload = { signature, authorization: Object.fromEntries(Object.entries(authorization).map(([k, v]) => [k, typeof v === 'bigint' ? v.toString() : v])) };
-    return { x402Version: 2, paymentPayload: { x402Version: 2, resource: { url: o.resource ?? 'http://resource.test/data' }, accepted: requirements, payload }, paymentRequirements: requirements };
-  }
+  /** A signed exact payment (default: the price) to the wallet, as @x402/evm makes one (test/helpers/x402.ts). */
+  const payment = (o: Partial<X402PaymentOptions> = {}) => x402Payment(chain, { value: PRICE, ...o });
 
   it('each refusal is named (verify and settle) and sends nothing', async () => {
     const stranger = generatePrivateKey();
