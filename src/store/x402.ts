@@ -73,21 +73,21 @@ export interface X402StreamRow {
 
 const SENT = "('submitted', 'checkpointed', 'final')";
 const sumIf = (cond: string, what = 'amount_micro') => `CAST(SUM(CASE WHEN ${cond} THEN ${what} ELSE 0 END) AS BIGINT)`;
-/** A payment's last change (its lifecycle only moves forward: final after checkpointed after its broadcasts). */
+/** A payment's last change (its lifecycle only moves forward: final after checkpointed after its broadcasts); a stream's is its sent payments' latest. */
 const CHANGED = 'COALESCE(final_at, checkpointed_at, last_broadcast_at, created_at)';
 /** One row per stream of @node (only streams with a payment sent), as a subquery to filter and page on. */
 const STREAMS = `(SELECT stream, MIN(payer) AS payer, MIN(resource) AS resource, MIN(chain_id) AS chain_id, MIN(token) AS token,
     ${sumIf(`status IN ${SENT}`)} AS billed_micro, ${sumIf("status IN ('checkpointed', 'final')")} AS checkpointed_micro,
     ${sumIf("status = 'final'")} AS final_micro, ${sumIf(`status IN ${SENT}`, '1')} AS payments,
     ${sumIf(`status IN ${SENT} AND created_at >= @windowStart`)} AS window_micro,
-    MIN(created_at) AS created_at, MAX(${CHANGED}) AS updated_at, MAX(valid_before) AS valid_before, MAX(created_at) AS newest_at
+    MIN(CASE WHEN status IN ${SENT} THEN created_at END) AS created_at, MAX(CASE WHEN status IN ${SENT} THEN ${CHANGED} END) AS updated_at,
+    MAX(CASE WHEN status IN ${SENT} THEN valid_before END) AS valid_before
   FROM x402_payments WHERE node_id = @node AND stream IS NOT NULL GROUP BY stream HAVING ${sumIf(`status IN ${SENT}`, '1')} > 0) g`;
 const LAST_AMOUNT = `(SELECT p.amount_micro FROM x402_payments p WHERE p.node_id = @node AND p.stream = g.stream AND p.status IN ${SENT} ORDER BY p.created_at DESC LIMIT 1) AS last_amount_micro`;
 
 function toStreamRow(r: Record<string, unknown>): X402StreamRow {
   for (const c of ['created_at', 'updated_at', 'valid_before']) if (r[c] !== null && r[c] !== undefined) r[c] = Number(r[c]);
   for (const c of ['billed_micro', 'checkpointed_micro', 'final_micro', 'payments', 'window_micro', 'last_amount_micro']) r[c] = BigInt((r[c] ?? 0) as bigint);
-  delete r.newest_at;
   return r as unknown as X402StreamRow;
 }
 
