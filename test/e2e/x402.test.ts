@@ -292,6 +292,9 @@ describe('x402 facilitator (real daemon, local chain, official x402 packages)', 
       expect(proxy.sent.some((x) => x.hash === f.settlement.reference && x.nonce === nonce)).toBe(true);
       await eventually(async () => !!(await metric(/node_svc_alerts_emitted_total\{kind="settlement\.stuck"\} [1-9]/)), 'settlement.stuck raised');
       expect(Number((await metric(/^node_svc_x402_pending_transactions (\d+)$/m))?.[1])).toBeGreaterThanOrEqual(1);
+      // …and in the daemon's status: the settlements check counts it stuck (no escrow settlement is open in this file).
+      expect(Number((await metric(/^node_svc_settlements\{state="stuck"\} (\d+)$/m))?.[1])).toBeGreaterThanOrEqual(1);
+      expect((await (await fetch(`${daemon.url}/healthz`)).json()).checks.find((c: { name: string }) => c.name === 'settlements')).toMatchObject({ status: 'degraded' });
       // Asked again while it is not mined: still pending, naming a transaction of that one nonce; nothing else sent.
       const again = await A.post('/v1/x402/settle', body);
       expect(again.body).toMatchObject({ success: false, errorReason: 'settlement_pending' });
