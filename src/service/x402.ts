@@ -16,6 +16,7 @@ import { raiseAlert, recoverAlert } from '../ops/alerts.js';
 import { iso } from '../domain/time.js';
 import { metrics } from '../ops/metrics.js';
 import type { EscrowRail } from '../rails/escrow/adapter.js';
+import { LeaseLost } from '../rails/settler.js';
 
 export interface VerifyRequest { x402Version: number; paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements }
 export interface VerifyResponse { isValid: boolean; invalidReason?: string; invalidMessage?: string; payer?: string }
@@ -170,7 +171,7 @@ export class X402Facilitator {
     // Bounded: at most settleWaitMs, polling the chain every 100 ms (ganache mines at once; a real chain takes a block).
     const until = Date.now() + this.#o.settleWaitMs;
     while ((r.status === 'submitted' || r.status === 'claimed') && Date.now() < until) {
-      if (r.status === 'submitted') await this.#advance(r).catch((err) => log.warn('x402 payment status unavailable', { payment: r.id, error: (err as Error).message }));
+      if (r.status === 'submitted') await this.#advance(r, false).catch((err) => log.warn('x402 payment status unavailable', { payment: r.id, error: (err as Error).message }));
       const now = await x402Payments.byId(this.#store.q, row.id);
       if (!now) return { success: false, errorReason: X402_REASONS.failed, errorMessage: 'transferWithAuthorization was not sent (the claim was dropped); settle again', payer, transaction: '', network };
       r = now;
@@ -183,7 +184,7 @@ export class X402Facilitator {
   }
 
   /** Read a sent payment's transaction and record what moved (one event per move: the updates are conditional). */
-  async #advance(row: X402PaymentRow): Promise<void> {
+  async #advance(row: X402PaymentRow, resend = true): Promise<void> {
     const detail = row.detail ?? row.raw_tx;
     if (!detail) return;
     const st = await this.#exact.status(detail, row.payer, row.nonce, row.amount_micro);
@@ -191,7 +192,8 @@ export class X402Facilitator {
     const stream = row.stream ?? x402Stream(row.payer, row.resource);
     const alert = { key: `x402:${row.id}`, ref: `stream:${stream}` };
     const subject = { node: row.node_id, stream, settlement: row.id, rail: 'escrow', asset: this.asset, amountMicro: row.amount_micro.toString() };
-    if (st.state === 'unmined') return this.#unmined(row, now, alert, subject);
+    // Resent (and stuck raised) by the tracker only: a settle request waiting for its answer just reads.
+    if (st.state === 'unmined') return resend ? this.#unmined(row, now, alert, subject) : undefined;
     await this.#store.write(async (tx) => {
       if (st.state === 'failed') {
         await x402Payments.failed(tx, row.id, st.error);
@@ -225,7 +227,7 @@ export class X402Facilitator {
     if (row.status !== 'submitted') return;
     const r = await this.#sender.resendCall(
       { id: row.id, detail: (row.detail ?? row.raw_tx)!, attempts: Number(row.broadcasts), lastBroadcastAt: Number(row.last_broadcast_at ?? row.created_at), what: { payment: row.id } },
-      async (detail) => { await this.#store.write((tx) => x402Payments.transactions(tx, row.id, detail)); },
+      (tx, detail) => x402Payments.transactions(tx, row.id, detail),
     );
     if (r.state === 'failed') {
       await this.#store.write((tx) => x402Payments.failed(tx, row.id, r.error));
@@ -262,7 +264,9 @@ export class X402Facilitator {
       try {
         await this.#advance(row);
       } catch (err) {
-        log.warn('x402 payment status unavailable', { payment: row.id, error: (err as Error).message });
+        // Another daemon holds the wallet's settlement lease: it replaces and re-signs this wallet's transactions.
+        if (err instanceof LeaseLost) log.debug('x402 payment not resent here: another daemon holds the settlement lease', { payment: row.id });
+        else log.warn('x402 payment status unavailable', { payment: row.id, error: (err as Error).message });
       }
     }
   }

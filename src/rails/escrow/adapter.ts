@@ -345,14 +345,19 @@ export class EscrowRail implements Rail {
    * A call sent by sendCall that none of its transactions has mined yet: handled as a settle is (#unmined): resent when
    * the chain lost it, rebroadcast every `rebroadcastMs`, from the second time replaced at the same nonce with higher
    * fees, re-signed into a nonce gap below it, never onto a nonce another open settlement or call holds. `record` stores
-   * the new detail before anything leaves the process; `failed` when another transaction of the wallet took its nonce.
+   * the new detail before anything leaves the process, in the settler's fenced write: only the daemon that holds the
+   * wallet's settlement lease replaces or re-signs (elsewhere it throws LeaseLost, and nothing new is sent); `failed`
+   * when another transaction of the wallet took its nonce.
    */
   async resendCall(c: { id: string; detail: string; attempts: number; lastBroadcastAt: number; what: Record<string, unknown> },
-    record: (detail: string) => Promise<void>): Promise<SettlementState> {
+    record: (tx: Sql, detail: string) => Promise<unknown>): Promise<SettlementState> {
     const d = parseTxDetail(c.detail);
     if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this call' };
+    const write = this.#write ?? this.#store?.write.bind(this.#store);
+    if (!write) throw new Error('the escrow rail is not attached to a store');
     const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
-    return this.#unmined({ id: c.id, attempts: c.attempts, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount, (next) => record(JSON.stringify(next)));
+    return this.#unmined({ id: c.id, attempts: c.attempts, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount,
+      async (next) => { await write((tx) => record(tx, JSON.stringify(next))); });
   }
 
   /** The receipts of every transaction of the settlement that mined (more than one can: each at its own nonce), newest sent first. */
