@@ -129,7 +129,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   // Loaded only with an escrow rail that serves x402: it pulls in viem and the token's artifacts (bench/memory: a
   // daemon without a rail started 15 MB heavier with it imported at the top).
   const X402Facilitator = o.rail?.x402 ? (await import('./service/x402.js')).X402Facilitator : undefined;
-  const x402 = o.rail?.x402 && X402Facilitator ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.send, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.rebroadcastMs ? { rebroadcastMs: o.rail.x402.rebroadcastMs } : {}), ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
+  const x402 = o.rail?.x402 && X402Facilitator ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.sender, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
   const deps: Deps = {
     ...(x402 ? { x402 } : {}),
     store,

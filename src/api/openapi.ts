@@ -2,7 +2,7 @@ import type { OpenAPIHono } from '@hono/zod-openapi';
 import { EVENT_KIND_LIST, EVENT_KINDS } from '../domain/events.js';
 import { envelopeOf } from './schemas.js';
 
-export const CONTRACT_VERSION = '1.3.0';
+export const CONTRACT_VERSION = '1.4.0';
 
 /** The OpenAPI 3.1 document: every route as declared, plus each event kind under top-level `webhooks`. */
 export function openApiDocument(app: OpenAPIHono<any>) {

@@ -92,18 +92,25 @@ export const StreamId = z.object({ id: z.string().min(1).max(256).openapi({ para
 const StreamStatus = z.enum(['open', 'exhausted', 'revoked', 'expired', 'budget_halted', 'budget_released', 'unfunded']).openapi({
   description: "unfunded: the credential's funding source cannot pay this node (escrow channel missing, closed, paying another wallet, funded by another payer or in another token, or already backing another stream; card authorization unusable); `reason` names what differs",
 });
-export const StreamVerify = z.object({ stream: z.string(), open: z.boolean(), payable: z.boolean(), status: StreamStatus, reason: z.string().nullable() }).openapi('StreamVerify');
+/** Added in contract 1.4.0 (additive): what a stream is made of. */
+const StreamSource = z.enum(['credential', 'x402']).openapi({
+  description: 'Added in 1.4.0: `credential` (an allowance credential and its vouchers) or `x402` (x402 payments settled by this daemon as facilitator, ' +
+    'stream x402-<payer>-<resource hash>, budget x402: no credential behind it, every request paid by its own authorization, so nothing is authorized ' +
+    'ahead: cap = billed, remaining 0, stage halted, never payable by voucher)',
+});
+export const StreamVerify = z.object({ stream: z.string(), open: z.boolean(), payable: z.boolean(), status: StreamStatus, reason: z.string().nullable(), source: StreamSource }).openapi('StreamVerify');
 
 export const Headroom = z
   .object({
     stream: z.string(),
     asset: z.string(),
-    capMicro: Micro.openapi({ description: "The credential's cap" }),
+    source: StreamSource,
+    capMicro: Micro.openapi({ description: "The credential's cap (x402: what was paid)" }),
     effectiveCapMicro: Micro.openapi({ description: 'The smaller of the cap and what the funding source can pay in all (escrow: the channel deposit); remaining cap, units and stage use it' }),
     fundedMicro: Micro.nullable().openapi({ description: 'What the funding source can pay in all, as last read on the rail (null: the credential names no funding source)' }),
     billedMicro: Micro,
     remainingCapMicro: Micro,
-    unitPriceMicro: Micro,
+    unitPriceMicro: Micro.openapi({ description: 'x402: the newest payment (the price of one request)' }),
     remainingUnits: Micro.openapi({ description: 'remaining cap ÷ unit price, floored' }),
     rate: z.object({ limitMicroPerSecond: Micro.nullable(), observedMicroPerSecond: Micro }),
     degradationStage: z.enum(STAGES),
@@ -117,11 +124,16 @@ export const FinalityView = z
   .object({
     stream: z.string(),
     asset: z.string(),
+    source: StreamSource,
     finality: Finality.openapi({ description: 'Finality of the settled frontier; only "final" is a credit signal' }),
     finalMicro: Micro.openapi({ description: 'The credit-safe amount' }),
     checkpointedMicro: Micro,
     frontier: z.object({ amountMicro: Micro, finality: Finality, reference: z.string().nullable(), checkpointedAt: Time.nullable(), finalAt: Time.nullable() }),
-    billedTruth: z.object({ amountMicro: Micro, units: Micro, signedAt: Time.nullable(), voucher: z.string().nullable().openapi({ description: 'The last signed voucher' }) }),
+    billedTruth: z.object({
+      amountMicro: Micro.openapi({ description: 'x402: the payments sent (failed ones and claims not sent excluded)' }),
+      units: Micro.openapi({ description: 'x402: the number of payments sent' }),
+      signedAt: Time.nullable(), voucher: z.string().nullable().openapi({ description: 'The last signed voucher (x402: null)' }),
+    }),
     unsettledMicro: Micro,
     funding: z.object({
       status: z.enum(['none', 'pending', 'funded', 'unfunded']).openapi({ description: 'none: the credential names no funding source; pending: not read on the rail yet' }),
@@ -138,9 +150,12 @@ export const FinalityView = z
         attempts: z.number().int().openapi({ description: 'Broadcasts: the first send, rebroadcasts and fee-bumped replacements' }),
         lastError: z.string().nullable(),
         stuck: z.boolean().openapi({ description: 'Sent but not mined (captured) for longer than the stuck limit' }),
+        payment: z.string().optional().openapi({ description: 'Added in 1.4.0, x402 streams only: the payment (x4p_…); attempts counts its broadcasts, fee-bumped replacements included' }),
       })
       .nullable()
-      .openapi({ description: 'The newest settlement while it is not final (null when none is): a settlement not progressing shows here' }),
+      .openapi({ description: 'The newest settlement while it is not final (null when none is): a settlement not progressing shows here (x402: the newest payment not final)' }),
+    x402: z.object({ payer: z.string(), resource: z.string(), payments: z.number().int() }).optional()
+      .openapi({ description: 'Added in 1.4.0, x402 streams only: the payer, the resource URL, and the payments sent' }),
     reason: z.string().nullable().openapi({ description: 'Why the billed truth is not final yet (e.g. "no escrow channel in the credential"); null when all of it is final' }),
     asOf: Time,
   })
@@ -148,7 +163,8 @@ export const FinalityView = z
 
 export const StreamSummary = z
   .object({
-    stream: z.string(), budget: z.string(), payer: z.string(), issuer: z.string(), mode: z.enum(['escrow', 'card']), asset: z.string(),
+    stream: z.string(), budget: z.string(), payer: z.string(), issuer: z.string().openapi({ description: 'x402 streams: "x402"' }), mode: z.enum(['escrow', 'card']), asset: z.string(),
+    source: StreamSource,
     status: StreamStatus, degradationStage: z.enum(STAGES), capMicro: Micro, billedMicro: Micro, remainingCapMicro: Micro,
     finality: Finality, finalMicro: Micro, unsettledMicro: Micro, expiresAt: Time,
     checkpointedMicro: Micro.openapi({ description: 'Settled and visible, not yet final (pending information, not a credit signal)' }),

@@ -5,6 +5,7 @@ import type { Deps } from '../service/deps.js';
 import { healthVerdict, type CheckStatus } from '../service/health.js';
 import { health } from '../store/health.js';
 import { attempts } from '../store/webhooks.js';
+import { x402Payments } from '../store/x402.js';
 import type { Gauge } from './metrics.js';
 
 const STATUSES: CheckStatus[] = ['ok', 'degraded', 'down'];
@@ -68,6 +69,11 @@ export function opsGauges(d: Deps): Gauge[] {
       name: 'node_svc_unsettled_streams',
       help: 'Streams whose billed truth is above their final amount',
       read: async () => (await health.unsettledStreams(d.store.q)) ?? 0,
+    },
+    {
+      name: 'node_svc_x402_pending_transactions',
+      help: 'x402 payments whose transaction was sent and is not mined yet (settle answers settlement_pending for them)',
+      read: () => x402Payments.pendingCount(d.store.q),
     },
     { name: 'node_svc_billed_micro', help: 'Money billed (accepted vouchers), in micro units of the asset, by asset', read: perAsset((m) => m.billedMicro) },
     { name: 'node_svc_checkpointed_micro', help: 'Money settled at least as far as checkpointed (final included), in micro units of the asset, by asset', read: perAsset((m) => m.checkpointedMicro) },

@@ -63,6 +63,9 @@ export const metrics = {
   attemptDuration: new Histogram('node_svc_webhook_attempt_duration_seconds', 'One delivery attempt, from sending the request to the receiver\'s answer (or the error), by outcome', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
   settlements: new Counter('node_svc_settlements_total', 'Settlement transitions by rail and state (submitted, checkpointed, final, failed)'),
   alerts: new Counter('node_svc_alerts_emitted_total', 'Operational events (alerts) recorded for the alert endpoints, by kind'),
+  x402Verify: new Counter('node_svc_x402_verify_total', 'x402 verify answers by result (valid, or the x402 invalidReason)').zero({ result: 'valid' }),
+  x402Settle: new Counter('node_svc_x402_settle_total', 'x402 settle answers by outcome (success: mined; pending: sent, not mined; failed) and reason (the x402 errorReason; none on success)')
+    .zero({ outcome: 'success', reason: 'none' }, { outcome: 'pending', reason: 'settlement_pending' }),
 };
 
 /** Money is a bigint of micro units, written exactly (Prometheus reads it as a float64: exact below 2^53). */
@@ -79,7 +82,7 @@ export interface Gauge {
  * stay — so /metrics still answers, with node_svc_store_up and node_svc_health_status saying why.
  */
 export async function renderMetrics(gauges: Gauge[]): Promise<string> {
-  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render()];
+  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render(), metrics.x402Verify.render(), metrics.x402Settle.render()];
   for (const g of gauges) {
     const v = await g.read().catch(() => []);
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];

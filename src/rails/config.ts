@@ -6,7 +6,7 @@ import { parseDuration } from '../domain/duration.js';
 import { parseMicro } from '../domain/amount.js';
 import type { Rail, RailEnv } from './rail.js';
 import type { X402Exact } from './escrow/x402.js';
-import type { SendCall } from '../service/x402.js';
+import type { X402Sender } from '../service/x402.js';
 import { DEFAULT_POLICY, type SettlementPolicy } from './settler.js';
 
 export interface RailFlags {
@@ -33,7 +33,7 @@ export interface RailSetup {
   rail: Rail;
   policy: SettlementPolicy;
   /** Escrow: the x402 `exact` checks on the same chain, asset token and wallet (the facilitator sends through the rail). */
-  x402?: { exact: X402Exact; send: SendCall; rebroadcastMs?: number; settleWaitMs?: number };
+  x402?: { exact: X402Exact; sender: X402Sender; settleWaitMs?: number };
 }
 
 export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = process.env): Promise<RailSetup | undefined> {
@@ -116,7 +116,7 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
   await rail.preflight();
   const { X402Exact } = await import('./escrow/x402.js');
   const exact = new X402Exact({ rpcUrl: f.rpcUrl!, chainId, assetToken: f.assetToken as Hex, wallet: rail.address, confirmations });
-  return { rail, policy, x402: { exact, send: (to, data, record) => rail.sendCall(to, data, record), ...(rebroadcastMs ? { rebroadcastMs } : {}), ...(settleWaitMs !== undefined ? { settleWaitMs } : {}) } };
+  return { rail, policy, x402: { exact, sender: rail, ...(settleWaitMs !== undefined ? { settleWaitMs } : {}) } };
 }
 
 const kebab = (s: string) => s.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`);

@@ -48,7 +48,8 @@ const SETTLER_LEASE_MS = Number(process.env.NODE_SVC_SETTLER_LEASE_MS) > 0 ? Num
 export const DAEMON_ID = `${hostname()}:${process.pid}:${randomBytes(4).toString('hex')}`;
 
 /** Another daemon took the settlement lease: this one records nothing more. */
-class LeaseLost extends Error {}
+/** A fenced write refused: another daemon holds the settlement lease of this wallet. */
+export class LeaseLost extends Error {}
 
 export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true, stuckAfterMs: 60_000 };
 

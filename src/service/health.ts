@@ -85,7 +85,7 @@ async function outboxCheck(d: Deps, s: HealthSources): Promise<HealthCheck> {
 async function settlementsCheck(d: Deps): Promise<HealthCheck> {
   const f = await health.settlements(d.store.q, d.now(), d.config.settlementStuckMs);
   const problems: Array<[CheckStatus, string]> = [];
-  if (f.stuck) problems.push(['degraded', `${f.stuck} settlement(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${ageSeconds(d, f.oldestUnminedAt)} s): rebroadcast and replaced; see streams finality`]);
+  if (f.stuck) problems.push(['degraded', `${f.stuck} settlement(s) or x402 payment(s) sent but not mined for more than ${Math.round(d.config.settlementStuckMs / 1000)} s (oldest ${ageSeconds(d, f.oldestUnminedAt)} s): rebroadcast and replaced; see streams finality`]);
   if (f.failed) problems.push(['degraded', `${f.failed} stream(s) whose latest settlement failed (retried with backoff)`]);
   const funding = d.funding?.unavailable();
   if (funding) problems.push(['degraded', `${funding}: funded streams answer 503`]);

@@ -18,6 +18,7 @@ import { budgets, fundingSources, headroomRow, revocations, streams, vouchers, t
 import { NO_RAIL, type Deps } from './deps.js';
 import { lockKey, writeOne, type Sql } from '../store/sql.js';
 import { Lru } from '../lru.js';
+import { x402Finality, x402Headroom, x402Page, x402StreamRow, x402Summary, x402Verify } from './x402-streams.js';
 
 export type StreamStatus = 'open' | 'exhausted' | 'revoked' | 'expired' | 'budget_halted' | 'budget_released' | 'unfunded';
 
@@ -163,12 +164,17 @@ function liveRefusal(d: Deps, row: StandingRow): VerifyResult | undefined {
 }
 
 export async function streamVerify(d: Deps, nodeId: string, id: string) {
-  const row = await requireStream(d.store.q, nodeId, id);
+  const row = await streams.get(d.store.q, nodeId, id);
+  if (!row) {
+    const x = await x402StreamRow(d, nodeId, id);
+    if (x) return x402Verify(x);
+    throw notFound('stream'); // same answer for unknown and another node's: never 403
+  }
   requireFundingFresh(d, row);
   const s = standing(d, row);
   const remaining = capOf(row) - row.billed_micro;
   const open = s.status === 'open';
-  return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason };
+  return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason, source: 'credential' as const };
 }
 
 /** Start of the window the observed rate is measured over. */
@@ -200,6 +206,7 @@ function headroomOf(d: Deps, row: HeadroomRow) {
   return {
     stream: row.id,
     asset: row.asset,
+    source: 'credential' as const,
     capMicro: row.cap_micro.toString(),
     effectiveCapMicro: cap.toString(),
     fundedMicro: row.funding_limit_micro === null ? null : row.funding_limit_micro.toString(),
@@ -216,7 +223,11 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 
 export async function headroom(d: Deps, nodeId: string, id: string) {
   const row = await headroomRow(d.store, nodeId, id, windowStart(d));
-  if (!row) throw notFound('stream');
+  if (!row) {
+    const x = await x402StreamRow(d, nodeId, id);
+    if (x) return x402Headroom(d, x);
+    throw notFound('stream');
+  }
   requireFundingFresh(d, row);
   return headroomOf(d, row);
 }
@@ -226,6 +237,7 @@ export async function finalityOf(d: Deps, row: StreamRow) {
   return {
     stream: row.id,
     asset: row.asset,
+    source: 'credential' as const,
     finality: row.frontier_finality,
     finalMicro: row.final_micro.toString(),
     checkpointedMicro: row.checkpointed_micro.toString(),
@@ -267,7 +279,13 @@ async function inProgress(d: Deps, row: StreamRow) {
   };
 }
 
-export const finality = async (d: Deps, nodeId: string, id: string) => finalityOf(d, await requireStream(d.store.q, nodeId, id));
+export async function finality(d: Deps, nodeId: string, id: string) {
+  const row = await streams.get(d.store.q, nodeId, id);
+  if (row) return finalityOf(d, row);
+  const x = await x402StreamRow(d, nodeId, id);
+  if (x) return x402Finality(d, nodeId, x);
+  throw notFound('stream');
+}
 
 export interface ListOptions { status?: 'open' | 'closed' | 'all'; sort?: 'id' | 'activity' }
 
@@ -300,22 +318,34 @@ function readCursor(cursor: string | undefined, sort: 'id' | 'activity'): { afte
 
 export async function listStreams(d: Deps, nodeId: string, cursor: string | undefined, limit: number, o: ListOptions = {}) {
   const sort = o.sort ?? 'id';
-  const rows = await streams.list(d.store.q, nodeId, { status: o.status ?? 'all', sort, ...readCursor(cursor, sort), limit: limit + 1, windowStart: windowStart(d), now: d.now() });
-  const page = rows.slice(0, limit);
+  const status = o.status ?? 'all';
+  const at = readCursor(cursor, sort);
+  // Credential streams and x402 streams (x402-streams.ts), each paged from the same keyset position, merged in order.
+  const [rows, x402] = await Promise.all([
+    streams.list(d.store.q, nodeId, { status, sort, ...at, limit: limit + 1, windowStart: windowStart(d), now: d.now() }),
+    x402Page(d, nodeId, { status, sort, ...at, limit: limit + 1 }),
+  ]);
+  const merged = [
+    ...rows.map((row) => ({ id: row.id, at: row.updated_at, view: () => summaryOf(d, row) })),
+    ...x402.map((x) => ({ id: x.stream, at: x.updated_at, view: () => x402Summary(x) })),
+  ].sort(sort === 'id' ? (a, b) => (a.id < b.id ? -1 : a.id > b.id ? 1 : 0) : (a, b) => b.at - a.at || (a.id < b.id ? 1 : a.id > b.id ? -1 : 0));
+  const page = merged.slice(0, limit);
   const last = page[page.length - 1];
   return {
-    data: page.map((row) => {
-      const h = headroomOf(d, row);
-      return {
-        stream: row.id, budget: row.budget, payer: row.payer, issuer: row.issuer, mode: row.mode, asset: row.asset,
-        status: h.status, degradationStage: h.degradationStage, capMicro: h.capMicro, billedMicro: h.billedMicro,
-        remainingCapMicro: h.remainingCapMicro, finality: row.frontier_finality, finalMicro: row.final_micro.toString(),
-        checkpointedMicro: row.checkpointed_micro.toString(),
-        unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(), expiresAt: iso(row.exp * 1000),
-        lastActivityAt: iso(row.updated_at),
-      };
-    }),
-    nextCursor: rows.length > limit && last ? Buffer.from(sort === 'id' ? last.id : `${last.updated_at}:${last.id}`, 'utf8').toString('base64url') : null,
+    data: page.map((p) => p.view()),
+    nextCursor: merged.length > limit && last ? Buffer.from(sort === 'id' ? last.id : `${last.at}:${last.id}`, 'utf8').toString('base64url') : null,
+  };
+}
+
+function summaryOf(d: Deps, row: StreamRow & HeadroomRow) {
+  const h = headroomOf(d, row);
+  return {
+    stream: row.id, budget: row.budget, payer: row.payer, issuer: row.issuer, mode: row.mode, asset: row.asset, source: 'credential' as const,
+    status: h.status, degradationStage: h.degradationStage, capMicro: h.capMicro, billedMicro: h.billedMicro,
+    remainingCapMicro: h.remainingCapMicro, finality: row.frontier_finality, finalMicro: row.final_micro.toString(),
+    checkpointedMicro: row.checkpointed_micro.toString(),
+    unsettledMicro: (row.billed_micro - row.checkpointed_micro).toString(), expiresAt: iso(row.exp * 1000),
+    lastActivityAt: iso(row.updated_at),
   };
 }
 

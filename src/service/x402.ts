@@ -14,22 +14,23 @@ import { X402_REASONS, X402_VERSION, type Checked, type PaymentPayload, type Pay
 import { issueReceipt } from './receipts.js';
 import { raiseAlert, recoverAlert } from '../ops/alerts.js';
 import { iso } from '../domain/time.js';
+import { metrics } from '../ops/metrics.js';
+import type { EscrowRail } from '../rails/escrow/adapter.js';
+import { LeaseLost } from '../rails/settler.js';
 
 export interface VerifyRequest { x402Version: number; paymentPayload: PaymentPayload; paymentRequirements: PaymentRequirements }
 export interface VerifyResponse { isValid: boolean; invalidReason?: string; invalidMessage?: string; payer?: string }
 export interface SettleResponse { success: boolean; errorReason?: string; errorMessage?: string; payer?: string; transaction: string; network: string; amount?: string }
 export interface SupportedResponse { kinds: Array<{ x402Version: number; scheme: string; network: string; extra?: Record<string, unknown> }>; extensions: string[]; signers: Record<string, string[]> }
 
-/** Sends one call from the daemon's wallet in its serialised nonce sequence (EscrowRail.sendCall). */
-export type SendCall = (to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>) => Promise<Hex>;
+/** The escrow rail's sends from the daemon's wallet: the first one in its serialised nonce sequence, then resends as settles get (#11). */
+export type X402Sender = Pick<EscrowRail, 'sendCall' | 'resendCall'>;
 
 export interface X402Options {
   /** How long settle waits for the transaction to be mined before it answers pending (ms). */
   settleWaitMs?: number;
   /** Tracker tick (ms). */
   tickMs?: number;
-  /** A sent transaction not mined this long after its last broadcast is sent again, the same bytes (--rebroadcast-after). */
-  rebroadcastMs?: number;
   /** Sent and not mined this long: settlement.stuck is raised (--settle-stuck-after). */
   stuckAfterMs?: number;
   now?: () => number;
@@ -49,18 +50,18 @@ export function x402Stream(payer: string, resource: string): string {
 export class X402Facilitator {
   readonly #store: Store;
   readonly #exact: X402Exact;
-  readonly #send: SendCall;
+  readonly #sender: X402Sender;
   readonly #o: Required<Omit<X402Options, 'now'>>;
   readonly #now: () => number;
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<void> | undefined;
   #stopped = false;
 
-  constructor(store: Store, exact: X402Exact, send: SendCall, o: X402Options = {}) {
+  constructor(store: Store, exact: X402Exact, sender: X402Sender, o: X402Options = {}) {
     this.#store = store;
     this.#exact = exact;
-    this.#send = send;
-    this.#o = { settleWaitMs: o.settleWaitMs ?? 10_000, tickMs: o.tickMs ?? 1000, rebroadcastMs: o.rebroadcastMs ?? 30_000, stuckAfterMs: o.stuckAfterMs ?? 60_000 };
+    this.#sender = sender;
+    this.#o = { settleWaitMs: o.settleWaitMs ?? 10_000, tickMs: o.tickMs ?? 1000, stuckAfterMs: o.stuckAfterMs ?? 60_000 };
     this.#now = o.now ?? Date.now;
   }
 
@@ -85,7 +86,14 @@ export class X402Facilitator {
     return this.#exact.checkOnChain(offline);
   }
 
+  /** x402 verify, counted in node_svc_x402_verify_total{result} (valid, or the invalidReason). */
   async verify(body: VerifyRequest): Promise<VerifyResponse> {
+    const r = await this.#verify(body);
+    metrics.x402Verify.inc({ result: r.isValid ? 'valid' : r.invalidReason ?? 'invalid' });
+    return r;
+  }
+
+  async #verify(body: VerifyRequest): Promise<VerifyResponse> {
     let c: Checked;
     try {
       c = await this.#check(body);
@@ -95,7 +103,15 @@ export class X402Facilitator {
     return c.ok ? { isValid: true, payer: c.payer } : { isValid: false, invalidReason: c.reason, invalidMessage: c.message, ...(c.payer ? { payer: c.payer } : {}) };
   }
 
+  /** x402 settle, counted in node_svc_x402_settle_total{outcome, reason}: success (mined), pending (sent, not mined) or failed (the errorReason). */
   async settle(node: string, body: VerifyRequest): Promise<SettleResponse> {
+    const r = await this.#settle(node, body);
+    const pending = r.errorReason === X402_REASONS.pending;
+    metrics.x402Settle.inc(r.success ? { outcome: 'success', reason: 'none' } : { outcome: pending ? 'pending' : 'failed', reason: r.errorReason ?? 'unknown' });
+    return r;
+  }
+
+  async #settle(node: string, body: VerifyRequest): Promise<SettleResponse> {
     const network = this.#exact.network;
     const refused = (reason: string, message: string, payer?: string, transaction = ''): SettleResponse =>
       ({ success: false, errorReason: reason, errorMessage: message, ...(payer ? { payer } : {}), transaction, network });
@@ -118,16 +134,19 @@ export class X402Facilitator {
     if (!checked.ok) return refused(checked.reason, checked.message, checked.payer);
     const resource = body.paymentPayload.resource?.url ?? '';
     const id = newId('x4p');
-    const claim = { chainId, token: assetToken, payer: auth.from, nonce: auth.nonce, id, nodeId: node, resource, payTo: auth.to, amount: auth.value, now: this.#now() };
+    const claim = {
+      chainId, token: assetToken, payer: auth.from, nonce: auth.nonce, id, nodeId: node, resource, stream: x402Stream(auth.from, resource),
+      payTo: auth.to, amount: auth.value, validBefore: auth.validBefore, now: this.#now(),
+    };
     const claimed = await this.#store.write(async (tx) => (await x402Payments.claim(tx, claim)) || x402Payments.takeStale(tx, claim, claim.now - STALE_CLAIM_MS));
     if (!claimed) {
       const row = await x402Payments.get(this.#store.q, chainId, assetToken, auth.from, auth.nonce);
       return row ? this.#answerFor(node, row, auth.from) : refused(X402_REASONS.unexpectedSettle, 'the claim of this authorization vanished', auth.from);
     }
     try {
-      await this.#send(assetToken, this.#exact.callData(checked), async (tx) => {
+      await this.#sender.sendCall(assetToken, this.#exact.callData(checked), async (tx) => {
         // Durable before it leaves the process; refused (nothing sent) when the claim was taken over meanwhile.
-        if (!(await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash, tx.raw, this.#now())))) throw new Error('the claim of this authorization was taken over');
+        if (!(await this.#store.write((q) => x402Payments.submitted(q, id, tx.hash, tx.raw, tx.detail, this.#now())))) throw new Error('the claim of this authorization was taken over');
       });
     } catch (err) {
       const message = ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);
@@ -152,7 +171,7 @@ export class X402Facilitator {
     // Bounded: at most settleWaitMs, polling the chain every 100 ms (ganache mines at once; a real chain takes a block).
     const until = Date.now() + this.#o.settleWaitMs;
     while ((r.status === 'submitted' || r.status === 'claimed') && Date.now() < until) {
-      if (r.status === 'submitted') await this.#advance(r).catch((err) => log.warn('x402 payment status unavailable', { payment: r.id, error: (err as Error).message }));
+      if (r.status === 'submitted') await this.#advance(r, false).catch((err) => log.warn('x402 payment status unavailable', { payment: r.id, error: (err as Error).message }));
       const now = await x402Payments.byId(this.#store.q, row.id);
       if (!now) return { success: false, errorReason: X402_REASONS.failed, errorMessage: 'transferWithAuthorization was not sent (the claim was dropped); settle again', payer, transaction: '', network };
       r = now;
@@ -165,44 +184,62 @@ export class X402Facilitator {
   }
 
   /** Read a sent payment's transaction and record what moved (one event per move: the updates are conditional). */
-  async #advance(row: X402PaymentRow): Promise<void> {
-    if (!row.tx_hash) return;
-    const st = await this.#exact.status(row.tx_hash as Hex, row.payer, row.nonce, row.amount_micro);
+  async #advance(row: X402PaymentRow, resend = true): Promise<void> {
+    const detail = row.detail ?? row.raw_tx;
+    if (!detail) return;
+    const st = await this.#exact.status(detail, row.payer, row.nonce, row.amount_micro);
     const now = this.#now();
-    const stream = x402Stream(row.payer, row.resource);
+    const stream = row.stream ?? x402Stream(row.payer, row.resource);
     const alert = { key: `x402:${row.id}`, ref: `stream:${stream}` };
     const subject = { node: row.node_id, stream, settlement: row.id, rail: 'escrow', asset: this.asset, amountMicro: row.amount_micro.toString() };
-    if (st.state === 'unmined') return this.#unmined(row, now, alert, subject);
+    // Resent (and stuck raised) by the tracker only: a settle request waiting for its answer just reads.
+    if (st.state === 'unmined') return resend ? this.#unmined(row, now, alert, subject) : undefined;
     await this.#store.write(async (tx) => {
       if (st.state === 'failed') {
         await x402Payments.failed(tx, row.id, st.error);
         return;
       }
       await lockKey(tx, `x402:${row.node_id}:${stream}`);
+      // The transaction that paid is the reference (a fee-bumped replacement or a gap fill may have mined, not the first).
+      if (row.status === 'submitted' && st.hash.toLowerCase() !== row.tx_hash?.toLowerCase()) await x402Payments.minedAs(tx, row.id, st.hash);
       if (row.status === 'submitted' && (await x402Payments.checkpointed(tx, row.id, st.block, now))) {
-        await recordEvent(tx, row.node_id, 'settlement.checkpointed', `stream:${stream}`, await this.#data(tx, row, stream, 'checkpointed'), now);
+        await recordEvent(tx, row.node_id, 'settlement.checkpointed', `stream:${stream}`, await this.#data(tx, row, stream, st.hash, 'checkpointed'), now);
         await recoverAlert(tx, { ...alert, from: ['settlement.stuck'], kind: 'settlement.recovered', now,
-          data: (was) => ({ ...subject, reference: row.tx_hash, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
+          data: (was) => ({ ...subject, reference: st.hash, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
       }
       if (st.state === 'final' && (await x402Payments.final(tx, row.id, now))) {
-        const data = await this.#data(tx, row, stream, 'final');
+        const data = await this.#data(tx, row, stream, st.hash, 'final');
         const receipt = await issueReceipt(tx, {
           jti: row.id, node: row.node_id, stream, asset: this.asset, amountMicro: BigInt(data.amountMicro), finalAt: now,
-          reference: { rail: 'escrow', chainId: this.#exact.config.chainId, contract: this.#exact.config.assetToken.toLowerCase(), txHash: row.tx_hash!, blockNumber: Number(st.block) },
+          reference: { rail: 'escrow', chainId: this.#exact.config.chainId, contract: this.#exact.config.assetToken.toLowerCase(), txHash: st.hash, blockNumber: Number(st.block) },
         }, now);
         await recordEvent(tx, row.node_id, 'settlement.final', `stream:${stream}`, { ...data, receipt }, now);
       }
     });
   }
 
-  /** Not mined: the same bytes sent again every rebroadcastMs (a node that lost it gets it back); stuck raised once. */
+  /**
+   * Not mined: the escrow rail resends it as it does a settle (#11: resent when the chain lost it, rebroadcast every
+   * --rebroadcast-after, then replaced at the same nonce with higher fees, re-signed into a nonce gap, never onto a nonce
+   * another settlement or payment holds); its transactions are recorded here before they leave. Stuck raised once.
+   */
   async #unmined(row: X402PaymentRow, now: number, alert: { key: string; ref: string }, subject: Record<string, unknown>): Promise<void> {
-    if (row.status !== 'submitted' || !row.raw_tx) return;
-    if (now - Number(row.last_broadcast_at ?? row.created_at) >= this.#o.rebroadcastMs) {
-      const refused = await this.#exact.rebroadcast(row.raw_tx as Hex);
-      await this.#store.write((tx) => x402Payments.rebroadcast(tx, row.id, now));
-      log.info('x402 settlement rebroadcast', { payment: row.id, reference: row.tx_hash, ...(refused ? { note: refused } : {}) });
+    if (row.status !== 'submitted') return;
+    const r = await this.#sender.resendCall(
+      { id: row.id, detail: (row.detail ?? row.raw_tx)!, attempts: Number(row.broadcasts), lastBroadcastAt: Number(row.last_broadcast_at ?? row.created_at), what: { payment: row.id } },
+      (tx, detail) => x402Payments.transactions(tx, row.id, detail),
+    );
+    if (r.state === 'failed') {
+      await this.#store.write((tx) => x402Payments.failed(tx, row.id, r.error));
+      log.warn('x402 settlement failed', { payment: row.id, error: r.error });
+      return;
     }
+    if (r.state === 'submitted' && r.rebroadcast) {
+      const { reference, detail, note } = r.rebroadcast;
+      await this.#store.write((tx) => x402Payments.rebroadcast(tx, row.id, now, reference, detail, note));
+      log.info('x402 settlement rebroadcast', { payment: row.id, reference, note });
+      row = { ...row, broadcasts: row.broadcasts + 1n, tx_hash: reference };
+    } else if (r.state === 'submitted' && r.note) log.debug('x402 settlement not resent', { payment: row.id, note: r.note });
     if (now - Number(row.created_at) > this.#o.stuckAfterMs) {
       await this.#store.write((tx) => raiseAlert(tx, { ...alert, kind: 'settlement.stuck', node: row.node_id, now, data: {
         ...subject, reference: row.tx_hash, sentAt: iso(Number(row.created_at)), stuckAfterSeconds: Math.round(this.#o.stuckAfterMs / 1000), broadcasts: Number(row.broadcasts),
@@ -211,13 +248,11 @@ export class X402Facilitator {
   }
 
   /** Event data: amountMicro is the stream's cumulative amount at that finality (the sum of its payments there). */
-  async #data(tx: Sql, row: X402PaymentRow, stream: string, at: 'checkpointed' | 'final') {
+  async #data(tx: Sql, row: X402PaymentRow, stream: string, reference: string, at: 'checkpointed' | 'final') {
     const statuses = at === 'final' ? "('final')" : "('checkpointed', 'final')";
-    const rows = await tx.all<{ payer: string; resource: string; amount_micro: bigint }>(
-      `SELECT payer, resource, amount_micro FROM x402_payments WHERE node_id = ? AND payer = ? AND status IN ${statuses}`, [row.node_id, row.payer], true);
-    const total = rows.filter((r) => x402Stream(r.payer, r.resource) === stream).reduce((s, r) => s + BigInt(r.amount_micro), 0n);
+    const total = (await tx.value<bigint | null>(`SELECT CAST(SUM(amount_micro) AS BIGINT) AS a FROM x402_payments WHERE node_id = ? AND stream = ? AND status IN ${statuses}`, [row.node_id, stream], true)) ?? 0n;
     return {
-      stream, budget: X402_BUDGET, asset: this.asset, amountMicro: total.toString(), reference: row.tx_hash!,
+      stream, budget: X402_BUDGET, asset: this.asset, amountMicro: BigInt(total).toString(), reference,
       x402: { payment: row.id, payer: row.payer, resource: row.resource, paidMicro: row.amount_micro.toString() },
     };
   }
@@ -229,7 +264,9 @@ export class X402Facilitator {
       try {
         await this.#advance(row);
       } catch (err) {
-        log.warn('x402 payment status unavailable', { payment: row.id, error: (err as Error).message });
+        // Another daemon holds the wallet's settlement lease: it replaces and re-signs this wallet's transactions.
+        if (err instanceof LeaseLost) log.debug('x402 payment not resent here: another daemon holds the settlement lease', { payment: row.id });
+        else log.warn('x402 payment status unavailable', { payment: row.id, error: (err as Error).message });
       }
     }
   }

@@ -6,7 +6,7 @@ import { attempts } from './webhooks.js';
 
 export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
 export interface SettlementFigures {
-  /** Settlements sent or about to be sent, not yet checkpointed. */
+  /** Settlements sent or about to be sent, not yet checkpointed (x402 payments sent and not mined included). */
   inFlight: number;
   /** Checkpointed (visible, pending) but not final yet. */
   checkpointed: number;
@@ -45,6 +45,12 @@ export const health = {
       ${count("status IN ('pending', 'submitted') AND COALESCE(submitted_at, created_at) < ?")} AS stuck,
       MIN(CASE WHEN status IN ('pending', 'submitted') THEN COALESCE(submitted_at, created_at) END) AS oldest_unmined
       FROM settlements WHERE status IN ('pending', 'submitted', 'checkpointed')`, [now - stuckAfterMs]))!;
+    // x402 payments sent from the escrow wallet (issue #24) count as escrow settlements: in flight, mined, stuck.
+    const x = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; stuck: number; oldest_unmined: number | null }>(
+      `SELECT ${count("status = 'submitted'")} AS in_flight, ${count("status = 'checkpointed'")} AS checkpointed, MIN(created_at) AS oldest,
+      ${count("status = 'submitted' AND created_at < ?")} AS stuck, MIN(CASE WHEN status = 'submitted' THEN created_at END) AS oldest_unmined
+      FROM x402_payments WHERE status IN ('submitted', 'checkpointed')`, [now - stuckAfterMs]))!;
+    const older = (a: number | null, b: number | null) => (a === null ? (b === null ? null : Number(b)) : b === null ? Number(a) : Math.min(Number(a), Number(b)));
     // A failing stream is retried with backoff of at most 5 minutes, so its latest (failed) row is recent: count those.
     const failed = (await q.value<number>(`SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
       AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`, [now - 3_600_000])) ?? 0;
@@ -53,7 +59,11 @@ export const health = {
       `SELECT asset, CAST(SUM(billed_micro) - SUM(final_micro) AS BIGINT) AS unsettled, CAST(SUM(final_micro) AS BIGINT) AS final, CAST(SUM(billed_streams) AS BIGINT) AS n
         FROM asset_totals GROUP BY asset HAVING SUM(billed_streams) > 0 ORDER BY asset`, [], true))
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));
-    return { inFlight: s.in_flight, checkpointed: s.checkpointed, failed, oldestOpenAt: s.oldest, oldestOpenAtByRail: { escrow: s.oldest_escrow, card: s.oldest_card }, stuck: s.stuck, oldestUnminedAt: s.oldest_unmined, byAsset };
+    return {
+      inFlight: Number(s.in_flight) + Number(x.in_flight), checkpointed: Number(s.checkpointed) + Number(x.checkpointed), failed,
+      oldestOpenAt: older(s.oldest, x.oldest), oldestOpenAtByRail: { escrow: older(s.oldest_escrow, x.oldest), card: s.oldest_card },
+      stuck: Number(s.stuck) + Number(x.stuck), oldestUnminedAt: older(s.oldest_unmined, x.oldest_unmined), byAsset,
+    };
   },
   /**
    * Money per asset at each stage, exact micro units: billed ≥ checkpointed ≥ final. Billed and final are the

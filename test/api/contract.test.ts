@@ -60,9 +60,9 @@ describe('the generated contract document', () => {
     expect((await new Validator().validate(broken)).valid).toBe(false);
   });
 
-  it('(b) openapi 3.1.0, info.version 1.3.0 (changes of issues #11, #12, #13, #17, #24), the 400/422 rule in its description', () => {
+  it('(b) openapi 3.1.0, info.version 1.4.0 (changes of issues #11, #12, #13, #17, #24), the 400/422 rule in its description', () => {
     expect(doc.openapi).toBe('3.1.0');
-    expect(doc.info).toMatchObject({ version: '1.3.0', title: expect.any(String) });
+    expect(doc.info).toMatchObject({ version: '1.4.0', title: expect.any(String) });
     expect(doc.info.description).toMatch(/\*\*400\*\* `invalid_request` means the request does not match this document/);
     expect(doc.info.description).toMatch(/matches this document and is refused by a rule it names is \*\*422\*\*/);
   });

@@ -349,7 +349,7 @@ describe('vouchers and degradation stages', () => {
       expect(BigInt(h.rate.observedMicroPerSecond)).toBeGreaterThan(0n);
     }
     expect(eventsFor(`stream:${stream}`)).toEqual([]);
-    expect((await A.get(`/v1/streams/${stream}/verify`)).body).toEqual({ stream, open: true, payable: true, status: 'open', reason: null });
+    expect((await A.get(`/v1/streams/${stream}/verify`)).body).toEqual({ stream, open: true, payable: true, status: 'open', reason: null, source: 'credential' });
 
     const last = voucher(stream, 1_000_000, units + 1);
     const r = await postVoucher(stream, { voucher: last });
@@ -761,7 +761,7 @@ describe('CLI clients against the daemon', () => {
   it('streams verify → 0 when payable, 1 when not (with the JSON answer)', async () => {
     const ok = await remote('streams', 'verify', payable);
     expect(ok.code, ok.stderr).toBe(0);
-    expect(json(ok.stdout)).toEqual({ stream: payable, open: true, payable: true, status: 'open', reason: null });
+    expect(json(ok.stdout)).toEqual({ stream: payable, open: true, payable: true, status: 'open', reason: null, source: 'credential' });
     const no = await remote('streams', 'verify', exhausted);
     expect(no.code).toBe(1);
     expect(json(no.stdout)).toMatchObject({ stream: exhausted, payable: false, status: 'exhausted' });

@@ -1,5 +1,5 @@
 // A chain RPC between the daemon and the sandbox chain on 127.0.0.1: forwards every JSON-RPC request, keeps every
-// signed transaction the daemon sends (nonce, hash, the settle call's channel), and can lose the answer to a chosen
+// signed transaction the daemon sends (nonce, hash, target, fee, the settle call's channel), and can lose the answer to a chosen
 // send after the chain took it (a gateway error, as a flaky network or RPC provider gives): the boundary a test cannot
 // otherwise reach.
 import { createServer, type Server } from 'node:http';
@@ -12,6 +12,10 @@ export interface SentTx {
   hash: Hex;
   /** The settle call's channel (undefined for any other call). */
   channel?: Hex;
+  /** Whom the transaction calls (the escrow for a settle, the asset token for an x402 transfer), lower case. */
+  to?: string;
+  /** Its max fee per gas in wei, a decimal string (a fee-bumped replacement has a higher one at the same nonce). */
+  maxFeePerGas?: string;
   /** The chain's answer was replaced by a gateway error. */
   answerLost: boolean;
 }
@@ -46,7 +50,7 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
             const call = decodeFunctionData({ abi: ESCROW_ABI, data: tx.data! });
             if (call.functionName === 'settle') channel = (call.args as readonly unknown[])[0] as Hex;
           } catch { /* not a settle call */ }
-          const t = { nonce: tx.nonce ?? 0, hash: keccak256(raw), channel };
+          const t = { nonce: tx.nonce ?? 0, hash: keccak256(raw), channel, to: tx.to?.toLowerCase(), maxFeePerGas: tx.maxFeePerGas?.toString() };
           lose = proxy.loseAnswer(t, [...proxy.sent]);
           proxy.sent.push({ ...t, answerLost: lose });
         }

@@ -17,7 +17,7 @@ export async function list(g: GlobalOptions, o: { cursor?: string; limit?: strin
     cursor = page.nextCursor ?? undefined;
   } while (o.all && cursor);
   const human = data.length
-    ? table(['STREAM', 'STATUS', 'STAGE', 'BILLED', 'CAP', 'FINALITY', 'FINAL'], data.map((s) => [s.stream, s.status, s.degradationStage, money(s.billedMicro, s.asset), money(s.capMicro, s.asset), s.finality, money(s.finalMicro, s.asset)])) +
+    ? table(['STREAM', 'SOURCE', 'STATUS', 'STAGE', 'BILLED', 'CAP', 'FINALITY', 'FINAL'], data.map((s) => [s.stream, s.source ?? 'credential', s.status, s.degradationStage, money(s.billedMicro, s.asset), money(s.capMicro, s.asset), s.finality, money(s.finalMicro, s.asset)])) +
       (cursor && !o.all ? `\n(more: --cursor ${cursor}, or --all)` : '')
     : 'no streams yet: they appear when a credential aimed at this node is verified by the daemon';
   return { data: { data, nextCursor: cursor ?? null }, human, rows: data };

@@ -24,6 +24,7 @@ import { log } from '../../log.js';
 import { FundingUnavailable, type FundingCheck, type FundingSubject } from '../../domain/funding.js';
 import type { Sql, Store } from '../../store/sql.js';
 import { settlements, type SettlementRow } from '../../store/settlements.js';
+import { x402Payments } from '../../store/x402.js';
 import { streams, type StreamRow } from '../../store/streams.js';
 import type { Rail, RailEnv, RailProbe, SettlementState } from '../rail.js';
 import type { RailReference } from '../../domain/receipts.js';
@@ -50,7 +51,7 @@ export interface EscrowConfig {
 }
 
 /** What a settlement row keeps of its transactions: the nonce and every signed transaction sent for it, newest last. */
-interface TxDetail {
+export interface TxDetail {
   nonce: number;
   txs: Array<{ hash: Hex; raw: Hex }>;
 }
@@ -68,8 +69,10 @@ const isKnown = (err: unknown) => /already known|already imported|known transact
 const unanswered = (err: unknown) => err instanceof BaseError && !!err.walk((e) => e instanceof TimeoutError || e instanceof HttpRequestError);
 /** The nonce of a signed transaction. */
 const nonceOf = (raw: Hex) => parseTransaction(raw).nonce ?? 0;
+export { nonceOf as txNonce };
 
-function parseDetail(detail: string | null): TxDetail | undefined {
+/** The transactions sent for a settlement or an x402 payment: JSON {nonce, txs}, or (rows from before 0060) one raw transaction. */
+export function parseTxDetail(detail: string | null): TxDetail | undefined {
   if (!detail) return undefined;
   if (detail.startsWith('0x')) return { nonce: parseTransaction(detail as Hex).nonce ?? 0, txs: [{ hash: keccak256(detail as Hex), raw: detail as Hex }] }; // rows from before 0060
   try {
@@ -246,15 +249,20 @@ export class EscrowRail implements Rail {
   }
 
   /**
-   * Nonces held by open settlements (sent, or mined and not yet final) other than `except`: the nonce of every
+   * Nonces held by open settlements and x402 payments (sent, or mined and not yet final) other than `except`: the nonce of every
    * transaction each has sent, not only its newest (one re-signed into a gap still has its first one in a node's pool).
    * From the store: they survive a restart.
    */
   async #heldNonces(except?: string): Promise<Set<number>> {
     const held = new Set<number>();
     if (!this.#store) return held;
-    for (const s of await settlements.open(this.#store.q, 'escrow')) {
-      const d = s.id === except ? undefined : parseDetail(s.detail);
+    const open = [
+      ...(await settlements.open(this.#store.q, 'escrow')).map((s) => ({ id: s.id, detail: s.detail })),
+      // x402 transfers (sendCall) are sent from the same wallet: their nonces are held alike (issue #24).
+      ...(await x402Payments.sent(this.#store.q)).map((p) => ({ id: p.id, detail: p.detail ?? p.raw_tx })),
+    ];
+    for (const s of open) {
+      const d = s.id === except ? undefined : parseTxDetail(s.detail);
       if (!d) continue;
       held.add(d.nonce);
       for (const tx of d.txs) held.add(nonceOf(tx.raw));
@@ -327,10 +335,29 @@ export class EscrowRail implements Rail {
   /**
    * Send one call to `to` (x402: the asset token's transferWithAuthorization) from this wallet, in the same serialised
    * nonce sequence as settles. Estimated first (a revert throws before anything is sent); `record` runs with the signed
-   * transaction before it leaves the process. Not rebroadcast by this rail.
+   * transaction and its detail (what resendCall and the held nonces read) before it leaves the process.
    */
-  async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number }) => Promise<void>): Promise<Hex> {
-    return this.#sendFirst(to, data, record, { kind: 'call', to });
+  async sendCall(to: Hex, data: Hex, record: (tx: { hash: Hex; raw: Hex; nonce: number; detail: string }) => Promise<void>): Promise<Hex> {
+    return this.#sendFirst(to, data, (tx) => record({ ...tx, detail: JSON.stringify({ nonce: tx.nonce, txs: [{ hash: tx.hash, raw: tx.raw }] } satisfies TxDetail) }), { kind: 'call', to });
+  }
+
+  /**
+   * A call sent by sendCall that none of its transactions has mined yet: handled as a settle is (#unmined): resent when
+   * the chain lost it, rebroadcast every `rebroadcastMs`, from the second time replaced at the same nonce with higher
+   * fees, re-signed into a nonce gap below it, never onto a nonce another open settlement or call holds. `record` stores
+   * the new detail before anything leaves the process, in the settler's fenced write: only the daemon that holds the
+   * wallet's settlement lease replaces or re-signs (elsewhere it throws LeaseLost, and nothing new is sent); `failed`
+   * when another transaction of the wallet took its nonce.
+   */
+  async resendCall(c: { id: string; detail: string; attempts: number; lastBroadcastAt: number; what: Record<string, unknown> },
+    record: (tx: Sql, detail: string) => Promise<unknown>): Promise<SettlementState> {
+    const d = parseTxDetail(c.detail);
+    if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this call' };
+    const write = this.#write ?? this.#store?.write.bind(this.#store);
+    if (!write) throw new Error('the escrow rail is not attached to a store');
+    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+    return this.#unmined({ id: c.id, attempts: c.attempts, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount,
+      async (next) => { await write((tx) => record(tx, JSON.stringify(next))); });
   }
 
   /** The receipts of every transaction of the settlement that mined (more than one can: each at its own nonce), newest sent first. */
@@ -358,13 +385,16 @@ export class EscrowRail implements Rail {
   }
 
   async status(s: SettlementRow): Promise<SettlementState> {
-    const d = parseDetail(s.detail);
+    const d = parseTxDetail(s.detail);
     if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this settlement' };
     // The nonce count first, then the receipts: a transaction of ours mined in between then shows its receipt, so a
     // count past our nonce with no receipt really means another transaction took the nonce.
     const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
     const receipts = await this.#receiptsOf(d);
-    if (receipts.length === 0) return this.#unmined(s, d, latestCount);
+    if (receipts.length === 0) {
+      const last = Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
+      return this.#unmined({ id: s.id, attempts: Number(s.attempts), lastBroadcastAt: last, what: { settlement: s.id, stream: s.stream } }, d, latestCount, (next) => this.#record(s.id, next));
+    }
     const receipt = await this.#payingReceipt(s, receipts);
     if ('error' in receipt) return { state: 'failed', error: receipt.error };
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
@@ -427,8 +457,12 @@ export class EscrowRail implements Rail {
     return true;
   }
 
-  /** Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed into it. */
-  async #unmined(s: SettlementRow, d: TxDetail, latestCount: number): Promise<SettlementState> {
+  /**
+   * Not mined (yet): lost → resent; stuck → rebroadcast, then replaced with higher fees; below a nonce gap → re-signed
+   * into it. `s` is a settlement or an x402 call (resendCall); `record` stores its transactions before a new one is sent.
+   */
+  async #unmined(s: { id: string; attempts: number; lastBroadcastAt: number; what: Record<string, unknown> }, d: TxDetail, latestCount: number,
+    record: (d: TxDetail) => Promise<void>): Promise<SettlementState> {
     // Every nonce it holds is mined (one re-signed into a gap may still have its first transaction at a higher one).
     if (latestCount > Math.max(d.nonce, ...d.txs.map((t) => nonceOf(t.raw)))) {
       // Our nonce is mined but none of our hashes has a receipt. A node can count a block before it answers its
@@ -444,8 +478,7 @@ export class EscrowRail implements Rail {
     this.#nonceUsedSince.delete(s.id);
     const newest = d.txs[d.txs.length - 1]!;
     const known = await this.#client.getTransaction({ hash: newest.hash }).then(() => true, () => false);
-    const last = Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
-    const due = this.#now() - last >= (this.#c.rebroadcastMs ?? 30_000);
+    const due = this.#now() - s.lastBroadcastAt >= (this.#c.rebroadcastMs ?? 30_000);
     if (known && !due) return { state: 'submitted' };
     return this.#serial(async () => {
       // Decided on fresh reads (the count read before may be stale by now), inside the one send queue.
@@ -462,12 +495,12 @@ export class EscrowRail implements Rail {
         const tx = await this.#replacement(newest.raw, nonce);
         const next: TxDetail = { nonce, txs: [...d.txs, tx] };
         // Recorded before it leaves the process: a send whose answer is lost may still be mined, and must be recognised.
-        await this.#record(s.id, next);
+        await record(next);
         try {
-          await this.#send(tx, { settlement: s.id, stream: s.stream, kind: gap ? 'gap' : 'replacement' });
+          await this.#send(tx, { ...s.what, kind: gap ? 'gap' : 'replacement' });
         } catch (err) {
           // The node refused it and does not have it: the record goes back to what was sent (an unanswered send stays recorded).
-          if (!unanswered(err)) await this.#record(s.id, d);
+          if (!unanswered(err)) await record(d);
           return { state: 'submitted' as const, note: `replacement refused: ${short(err)}` };
         }
         if (gap) this.#nextNonce = undefined;
@@ -475,7 +508,7 @@ export class EscrowRail implements Rail {
         return { state: 'submitted' as const, rebroadcast: { reference: tx.hash, detail: JSON.stringify(next), note } };
       }
       try {
-        await this.#send(newest, { settlement: s.id, stream: s.stream, kind: 'rebroadcast' });
+        await this.#send(newest, { ...s.what, kind: 'rebroadcast' });
       } catch (err) {
         if (isNonceTooLow(err)) return { state: 'submitted' as const, note: 'nonce already used; waiting for its receipt' };
         // A node that holds the very same transaction may answer "already known" (geth) or "underpriced" (ganache): it has it.
@@ -492,7 +525,7 @@ export class EscrowRail implements Rail {
     await this.#write((tx) => settlements.transactions(tx, id, JSON.stringify(d)));
   }
 
-  /** The same settle call at `nonce` with fees raised ≥ 12.5 % over the last transaction and the current estimate, capped. */
+  /** The same call (settle or x402 transfer) at `nonce` with fees raised ≥ 12.5 % over the last transaction and the current estimate, capped. */
   async #replacement(lastRaw: Hex, nonce: number): Promise<{ hash: Hex; raw: Hex }> {
     const prev = parseTransaction(lastRaw);
     const est = await this.#client.estimateFeesPerGas();
@@ -502,7 +535,7 @@ export class EscrowRail implements Rail {
     let maxFeePerGas = [bump(prev.maxFeePerGas), est.maxFeePerGas!].reduce((a, b) => (a > b ? a : b));
     if (maxFeePerGas > cap) maxFeePerGas = cap;
     if (maxPriorityFeePerGas > maxFeePerGas) maxPriorityFeePerGas = maxFeePerGas;
-    return this.#sign(prev.data!, nonce, prev.gas!, { maxFeePerGas, maxPriorityFeePerGas });
+    return this.#sign(prev.data!, nonce, prev.gas!, { maxFeePerGas, maxPriorityFeePerGas }, prev.to ?? this.#c.contract); // the same call: a settle, or an x402 transfer to the token
   }
 
   async closeRequested(stream: StreamRow): Promise<boolean> {

@@ -4,6 +4,7 @@
 // invalidReason names are x402's own (@x402/evm exact facilitator errors, spec §9).
 import { createPublicClient, decodeEventLog, encodeFunctionData, http, isAddress, isHex, verifyTypedData, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { TOKEN_ABI } from './artifacts.js';
+import { parseTxDetail, txNonce } from './adapter.js';
 
 export const X402_VERSION = 2;
 
@@ -155,38 +156,45 @@ export class X402Exact {
     return c;
   }
 
-  /** Send the same signed transaction again (the node lost it, or never got it): a node that holds it may refuse; harmless. */
-  async rebroadcast(raw: Hex): Promise<string | undefined> {
-    try {
-      await this.#client.sendRawTransaction({ serializedTransaction: raw });
-      return undefined;
-    } catch (err) {
-      return ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? 'error').split('\n')[0]!.slice(0, 200);
-    }
-  }
-
   callData(c: Extract<Checked, { ok: true }>): Hex {
     const a = c.auth;
     return encodeFunctionData({ abi: TOKEN_ABI, functionName: 'transferWithAuthorization', args: [a.from, a.to, a.value, a.validAfter, a.validBefore, a.nonce, c.signature] });
   }
 
   /**
-   * Where a sent settlement is: not mined (undefined), reverted, or mined with the token's AuthorizationUsed and
-   * Transfer of exactly the amount to the wallet; `final` once `confirmations` deep (0: at the `finalized` block).
+   * Where a sent payment is, judged on every transaction sent for it (`detail`: {nonce, txs}; a fee-bumped replacement
+   * or a re-sign into a nonce gap makes several): mined with the token's AuthorizationUsed and Transfer of exactly the
+   * amount to the wallet (`hash` the one that paid; `final` once `confirmations` deep, 0: at the `finalized` block);
+   * failed when every nonce it held is taken by a transaction of its own that did not pay (reverted: e.g. expired while
+   * stuck); otherwise not mined.
    */
-  async status(txHash: Hex, payer: string, nonce: string, amount: bigint):
-    Promise<{ state: 'unmined' } | { state: 'failed'; error: string } | { state: 'mined' | 'final'; block: bigint }> {
-    const receipt = await this.#client.getTransactionReceipt({ hash: txHash }).catch(() => null);
-    if (!receipt) return { state: 'unmined' };
-    if (receipt.status !== 'success') return { state: 'failed', error: `transferWithAuthorization ${txHash} reverted in block ${receipt.blockNumber}` };
-    if (!this.#paid(receipt, payer, nonce, amount)) return { state: 'failed', error: `transaction ${txHash} mined without the authorization's transfer of ${amount} to ${this.#c.wallet}` };
-    const block = receipt.blockNumber;
+  async status(detail: string, payer: string, nonce: string, amount: bigint):
+    Promise<{ state: 'unmined' } | { state: 'failed'; error: string } | { state: 'mined' | 'final'; block: bigint; hash: Hex }> {
+    const d = parseTxDetail(detail);
+    if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this payment' };
+    const mined: Array<{ tx: { hash: Hex; raw: Hex }; receipt: TransactionReceipt }> = [];
+    for (const tx of [...d.txs].reverse()) {
+      const receipt = await this.#client.getTransactionReceipt({ hash: tx.hash }).catch(() => null);
+      if (receipt) mined.push({ tx, receipt });
+    }
+    const paying = mined.find((m) => m.receipt.status === 'success' && this.#paid(m.receipt, payer, nonce, amount));
+    if (!paying) {
+      if (mined.length === 0) return { state: 'unmined' };
+      const taken = new Set(mined.map((m) => txNonce(m.tx.raw)));
+      if (d.txs.some((t) => !taken.has(txNonce(t.raw)))) return { state: 'unmined' }; // another of its nonces may still pay
+      const r = mined[0]!.receipt;
+      return { state: 'failed', error: r.status !== 'success'
+        ? `transferWithAuthorization ${r.transactionHash} reverted in block ${r.blockNumber}`
+        : `transaction ${r.transactionHash} mined without the authorization's transfer of ${amount} to ${this.#c.wallet}` };
+    }
+    const block = paying.receipt.blockNumber;
+    const hash = paying.receipt.transactionHash;
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
-      return { state: latest - block + 1n >= BigInt(this.#c.confirmations) ? 'final' : 'mined', block };
+      return { state: latest - block + 1n >= BigInt(this.#c.confirmations) ? 'final' : 'mined', block, hash };
     }
     const finalized = await this.#client.getBlock({ blockTag: 'finalized' });
-    return { state: finalized.number !== null && finalized.number >= block ? 'final' : 'mined', block };
+    return { state: finalized.number !== null && finalized.number >= block ? 'final' : 'mined', block, hash };
   }
 
   #paid(receipt: TransactionReceipt, payer: string, nonce: string, amount: bigint): boolean {
