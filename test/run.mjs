@@ -2,14 +2,14 @@
 // non-zero exit when any failed (CI fails on any failed test).
 //   1. SQLite, two test files at a time: most of a file's time is spent waiting on a daemon, a chain or a timer,
 //      not on a core (vitest's default on two cores is one file at a time). Each file has its own data dirs and ports.
-//   2. SQLite, the files that time a chain's miner against the settler (SERIAL), alone: with another file beside them
+//   2. SQLite, the files that time a chain's miner against the settler or the x402 tracker (SERIAL), alone: with another file beside them
 //      on two cores, their settlements' rebroadcast timing shifts (seen: escrow-funding's stalled-miner case).
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
 // `node test/run.mjs --pass 1` (or 2, 3, 4) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
-const SERIAL = ['test/e2e/escrow-funding.test.ts', 'test/e2e/escrow.test.ts', 'test/e2e/escrow-nonces.test.ts'];
+const SERIAL = ['test/e2e/escrow-funding.test.ts', 'test/e2e/escrow.test.ts', 'test/e2e/escrow-nonces.test.ts', 'test/e2e/x402.test.ts', 'test/e2e/x402-nonces.test.ts'];
 const WORKERS = process.env.NODE_SVC_TEST_WORKERS ?? '2';
 const PG_CTL = '/usr/lib/postgresql/15/bin/pg_ctl';
 const vitest = (args, env = {}) => {
