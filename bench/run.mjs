@@ -1,9 +1,13 @@
 // npm run bench: run every bench script (bench/*.mjs except this one; lib/ holds helpers), one after another,
 // and print one summary table: each result's target, figure and PASS/MISS, and each script's run time.
 // A script reports through its last stdout line (bench/README.md); one that prints none counts by its exit code.
-// Usage: node bench/run.mjs [name …]   (e.g. `node bench/run.mjs verify http`; default: all)
+// Usage: node bench/run.mjs [--readme] [name …]   (e.g. `node bench/run.mjs verify http`; default: all)
+// --readme: also write the summary, with the date, commit, machine and load average, into README.md between the
+// markers <!-- bench:begin --> and <!-- bench:end --> (its performance table comes from one run, never edited by hand).
 import { spawn } from 'node:child_process';
-import { existsSync, readdirSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
@@ -18,7 +22,8 @@ if (!existsSync(join(here, '..', 'dist', 'cli', 'main.js'))) {
 }
 
 const all = readdirSync(benchDir).filter((f) => f.endsWith('.mjs') && f !== 'run.mjs' && !f.startsWith('_')).sort();
-const wanted = process.argv.slice(2);
+const README = process.argv.includes('--readme');
+const wanted = process.argv.slice(2).filter((a) => a !== '--readme');
 const unknown = wanted.filter((w) => !all.includes(w.endsWith('.mjs') ? w : `${w}.mjs`));
 if (unknown.length) {
   console.error(`bench/run: no such bench: ${unknown.join(', ')} (have: ${all.map((f) => basename(f, '.mjs')).join(', ')})`);
@@ -50,6 +55,8 @@ function runOne(file) {
 }
 
 const runs = [];
+const startedAt = new Date();
+const loadStart = loadavg();
 for (const f of scripts) {
   console.log(`\n=== bench/${f} ===`);
   runs.push(await runOne(f));
@@ -84,4 +91,30 @@ console.log(`\n=== summary (${runs.length} scripts, ${runs.reduce((s, r) => s + 
 console.log(line(head));
 for (const r of rows) console.log(line(r));
 console.log(failed ? `\n${failed} missed or failed` : '\nall targets met');
+if (README) writeReadme();
+
+/** The summary as a Markdown table in README.md, between its bench markers, with when and where it was measured. */
+function writeReadme() {
+  const file = join(here, '..', 'README.md');
+  const text = readFileSync(file, 'utf8');
+  const [begin, end] = ['<!-- bench:begin -->', '<!-- bench:end -->'];
+  const a = text.indexOf(begin);
+  const b = text.indexOf(end);
+  if (a < 0 || b < a) { console.error(`bench/run: README.md has no ${begin} … ${end} section`); process.exitCode = 2; return; }
+  let commit = 'unknown';
+  try { commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: here, encoding: 'utf8' }).trim(); } catch { /* not a clone */ }
+  const load = (l) => l.map((x) => x.toFixed(2)).join(' / ');
+  const cell = (c) => String(c).replaceAll('|', '\\|');
+  const md = [
+    `Measured by \`npm run bench -- --readme\` on ${startedAt.toISOString().slice(0, 16).replace('T', ' ')} UTC, commit ${commit}, Node ${process.version},`,
+    `${availableParallelism()} cores (${cpus()[0]?.model ?? 'unknown CPU'}), ${Math.round(totalmem() / 2 ** 30)} GiB; load average (1/5/15 min) ${load(loadStart)} at the start,`,
+    `${load(loadavg())} at the end; ${runs.length} scripts in ${Math.round(runs.reduce((s, r) => s + r.seconds, 0))} s. ${failed ? `${failed} missed or failed.` : 'All targets met.'}`,
+    '',
+    `| ${head.map((h) => h.toLowerCase()).join(' | ')} |`,
+    `|${head.map(() => '---').join('|')}|`,
+    ...rows.map((r) => `| ${r.map(cell).join(' | ')} |`),
+  ].join('\n');
+  writeFileSync(file, `${text.slice(0, a + begin.length)}\n${md}\n${text.slice(b)}`);
+  console.log('bench/run: README.md performance table written');
+}
 process.exitCode = failed ? 1 : 0;
