@@ -2,8 +2,8 @@
 // CPU are its own. It is the real daemon (startDaemon from dist/daemon.js: API + delivery worker) and records events
 // the way the service layer does, with recordEvent inside a write transaction, on the parent's command:
 //   burst: N events in transactions of B, back to back (yielding to the event loop between transactions);
-//   paced: one event per transaction at a steady rate (open loop: not waiting for earlier commits), each with the
-//   time just before its transaction began.
+//   paced: one event per transaction at a steady rate (open loop: not waiting for earlier commits), the nodes in
+//   turn, each with the time just before its transaction began.
 // BENCH_DIST (a directory holding a built dist/) runs a candidate build instead of this checkout's dist/.
 const dist = process.env.BENCH_DIST ? new URL(`file://${process.env.BENCH_DIST.replace(/\/?$/, '/')}`) : new URL('../../dist/', import.meta.url);
 const { startDaemon } = await import(new URL('daemon.js', dist).href);
@@ -35,10 +35,11 @@ async function burst({ node, n, batch }) {
   return { t0, t1: now() };
 }
 
-async function paced({ node, rate, seconds }) {
+async function paced({ nodes, rate, seconds }) {
   const n = Math.round(rate * seconds);
   const gap = 1000 / rate;
-  const one = () => store.write((tx) => record(tx, node));
+  let turn = 0;
+  const one = () => { const node = nodes[turn++ % nodes.length]; return store.write((tx) => record(tx, node)); };
   const out = [];
   let late = 0;
   const start = now() + 5;
