@@ -1,21 +1,24 @@
-// The OpenTelemetry side of ops/tracing.ts, imported only when tracing is on. Export is the official SDK's: its
-// BatchSpanProcessor (OTEL_BSP_* from the environment), the OTLP/HTTP exporter in protobuf (the default) or JSON, the
-// resource detectors and samplers. Recording is ours: the SDK's Span and Tracer cost about 2 µs per span on the direct
-// reads (limit checks per attribute, hrtime conversions at start and end, a context per span), so a span here is a
-// small object the exporter reads as a ReadableSpan: attributes set in one object, the clock read once at each end
-// and converted to [s, ns] only when the exporter asks, ids from a pooled random buffer. Parents are passed
-// explicitly (no context manager: AsyncLocalStorage would tax every promise of the process); a request's incoming
-// `traceparent` is read with the W3C propagator. Measured with a CPU profile of bench/tracing: see README "Traces".
+// The OpenTelemetry side of ops/tracing.ts, imported only when tracing is on. From the official packages: the
+// samplers, the resource and its detectors, the W3C propagator, and the OTLP/HTTP export (transport, retries, the
+// OTEL_EXPORTER_OTLP_* settings); in http/json the SDK's BatchSpanProcessor and JSON exporter as they are. Recording
+// is ours: the SDK's Span and Tracer cost about 2 µs per span on the direct reads (limit checks per attribute, hrtime
+// conversions at start and end, a context per span), so a span here is a small object the exporter reads as a
+// ReadableSpan: attributes set in one object, the clock read once at each end and converted to [s, ns] only when
+// read, ids from a pooled random buffer. In http/protobuf (the default) a span is encoded when it ends
+// (ops/otlp-proto.ts) instead of kept until its batch leaves. Parents are passed explicitly (no context manager:
+// AsyncLocalStorage would tax every promise of the process); a request's incoming `traceparent` is read with the W3C
+// propagator. What the CPU profiles of bench/tracing showed: README "Traces", Cost.
 import { randomFillSync } from 'node:crypto';
 import { diag, DiagLogLevel, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type HrTime, type Link, type SpanContext, type SpanStatus } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
   AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler,
-  type ReadableSpan, type Sampler, type SpanExporter, type SpanProcessor,
+  type ReadableSpan, type Sampler,
 } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { log } from '../log.js';
+import { EncodedSpanBatches } from './otlp-proto.js';
 import { VERSION } from '../version.js';
 import type { Attrs, AttrValue, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
 
@@ -143,13 +146,18 @@ class RecordedSpan implements ReadableSpan, Span {
 
 const getter = { get: (c: unknown, k: string) => (c as Record<string, string | string[] | undefined>)[k], keys: (c: unknown) => Object.keys(c as object) };
 
+/** Where ended spans go: the SDK's batch processor (http/json) or the encoding batcher (http/protobuf). */
+interface SpanSink {
+  onEnd(span: RecordedSpan): void;
+  shutdown(): Promise<void>;
+}
+
 class OtelTracer implements Tracer {
   readonly #propagator = new W3CTraceContextPropagator();
-  readonly scope = { name: 'node-svc', version: VERSION };
   /** OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT wins), as the SDK applies it. */
   readonly #valueLimit: number;
 
-  constructor(readonly processor: SpanProcessor, readonly sampler: Sampler, readonly resource: Resource, env: NodeJS.ProcessEnv) {
+  constructor(readonly processor: SpanSink, readonly sampler: Sampler, readonly resource: Resource, readonly scope: { name: string; version: string }, env: NodeJS.ProcessEnv) {
     const n = Number(env.OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || env.OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || NaN);
     this.#valueLimit = Number.isInteger(n) && n >= 0 ? n : Infinity;
   }
@@ -229,21 +237,20 @@ function routeDiagnostics(): void {
 
 export async function otelTracer(config: TracingConfig, env: NodeJS.ProcessEnv = process.env): Promise<Tracer> {
   routeDiagnostics();
-  // The exporter reads its endpoint, headers, timeout and compression from the OTEL_EXPORTER_OTLP_* variables itself.
-  let exporter: SpanExporter;
-  if (config.protocol === 'http/json') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
-    exporter = new OTLPTraceExporter();
-  } else {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
-    exporter = new OTLPTraceExporter();
-  }
   // service.name defaults to node-svc; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over it.
   const resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'node-svc', [ATTR_SERVICE_VERSION]: VERSION }))
     .merge(detectResources({ detectors: [envDetector] }));
-  // The batch processor reads its OTEL_BSP_* settings (queue, batch size, delay, timeout) from the environment itself.
-  const processor = new BatchSpanProcessor(exporter);
+  // Both read their OTEL_BSP_* settings (queue, batch size, delay, timeout) and the exporter its
+  // OTEL_EXPORTER_OTLP_* ones (endpoint, headers, timeout, compression) from the environment.
+  const scope = { name: 'node-svc', version: VERSION };
+  let processor: SpanSink;
+  if (config.protocol === 'http/json') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+    processor = new BatchSpanProcessor(new OTLPTraceExporter());
+  } else {
+    processor = new EncodedSpanBatches(resource, scope, env);
+  }
   log.info('traces: exporting over OTLP/HTTP', { endpoint: config.endpoint, protocol: config.protocol, service: String(resource.attributes[ATTR_SERVICE_NAME]) });
-  return new OtelTracer(processor, samplerFromEnv(env), resource, env);
+  return new OtelTracer(processor, samplerFromEnv(env), resource, scope, env);
 }
