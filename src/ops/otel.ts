@@ -30,6 +30,7 @@ const hex2 = (n: number) => (n & 0xff).toString(16).padStart(2, '0');
 // Ids: 8 KiB of randomness at a time, sliced as hex (one randomFillSync per 340 spans instead of Math.random per 4 bytes).
 const POOL = Buffer.allocUnsafe(8192);
 let poolAt = POOL.length;
+const ZEROS: Record<number, string> = { 8: '0'.repeat(16), 16: '0'.repeat(32) };
 function randomHex(bytes: number): string {
   for (;;) {
     if (poolAt + bytes > POOL.length) {
@@ -37,12 +38,13 @@ function randomHex(bytes: number): string {
       poolAt = 0;
     }
     const s = POOL.toString('hex', poolAt, (poolAt += bytes));
-    if (!/^0+$/.test(s)) return s; // all zeros is the invalid id
+    if (s !== ZEROS[bytes]) return s; // all zeros is the invalid id
   }
 }
 
 /** ms since the epoch (sub-ms precision) from one clock read; [s, ns] only when the exporter asks. */
-const clock = () => performance.timeOrigin + performance.now();
+const ORIGIN = performance.timeOrigin; // constant for the process: read once, not per span
+const clock = () => ORIGIN + performance.now();
 function hr(ms: number): HrTime {
   const s = Math.floor(ms / 1000);
   const ns = Math.round((ms - s * 1000) * 1e6);
@@ -162,6 +164,19 @@ class OtelTracer implements Tracer {
     this.#valueLimit = Number.isInteger(n) && n >= 0 ? n : Infinity;
   }
 
+  /** `GET /v1/streams/:id/headroom`, made once per method and route (a handful) instead of once per request. */
+  readonly #names = new Map<string, Map<string, string>>();
+  #nameOf(method: string, route: string): string {
+    let byRoute = this.#names.get(method);
+    if (!byRoute) this.#names.set(method, (byRoute = new Map()));
+    let n = byRoute.get(route);
+    if (n === undefined) {
+      n = `${method} ${route}`;
+      if (byRoute.size < 1000) byRoute.set(route, n);
+    }
+    return n;
+  }
+
   limit(v: AttrValue): AttrValue {
     return typeof v === 'string' && v.length > this.#valueLimit ? v.slice(0, this.#valueLimit) : v;
   }
@@ -171,7 +186,7 @@ class OtelTracer implements Tracer {
     const a: Attributes = route
       ? { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http', 'http.route': route }
       : { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http' };
-    return this.#make(route ? `${method} ${route}` : method, SpanKind.SERVER, parent, a, attrs, undefined, undefined);
+    return this.#make(route ? this.#nameOf(method, route) : method, SpanKind.SERVER, parent, a, attrs, undefined, undefined);
   }
 
   start(name: string, o: StartOptions = {}): Span {

@@ -30,7 +30,10 @@ export interface EncodableSpan {
 const HAS_IS_REMOTE = 0x100;
 const IS_REMOTE = 0x200;
 const flagsOf = (traceFlags: number, isRemote: boolean | undefined) => (traceFlags & 0xff) | HAS_IS_REMOTE | (isRemote ? IS_REMOTE : 0);
-const nibble = (c: number) => (c <= 0x39 ? c - 0x30 : (c | 0x20) - 0x57); // 0-9, a-f, A-F
+/** Hex digit → its value (0-9, a-f, A-F). */
+const NIBBLE = new Uint8Array(128);
+for (let i = 0; i < 10; i++) NIBBLE[0x30 + i] = i;
+for (let i = 0; i < 6; i++) NIBBLE[0x61 + i] = NIBBLE[0x41 + i] = 10 + i;
 const varintSize = (v: number) => (v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 ? 3 : v < 0x10000000 ? 4 : 5);
 
 /** A protobuf writer over a growing Buffer: strings and hex ids written natively, lengths fixed up in place. */
@@ -112,7 +115,9 @@ export class Writer {
     this.ensure(n + 1);
     const b = this.buf;
     b[this.pos++] = n;
-    for (let i = 0; i < id.length; i += 2) b[this.pos++] = (nibble(id.charCodeAt(i)) << 4) | nibble(id.charCodeAt(i + 1));
+    let p = this.pos;
+    for (let i = 0; i < id.length; i += 2) b[p++] = (NIBBLE[id.charCodeAt(i) & 0x7f]! << 4) | NIBBLE[id.charCodeAt(i + 1) & 0x7f]!;
+    this.pos = p;
   }
   fixed32(v: number): void {
     this.ensure(4);
