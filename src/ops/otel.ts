@@ -18,7 +18,6 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { log } from '../log.js';
-import { EncodedSpanBatches } from './otlp-proto.js';
 import { VERSION } from '../version.js';
 import type { Attrs, AttrValue, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
 
@@ -264,6 +263,7 @@ export async function otelTracer(config: TracingConfig, env: NodeJS.ProcessEnv =
     const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
     processor = new BatchSpanProcessor(new OTLPTraceExporter());
   } else {
+    const { EncodedSpanBatches } = await import('./otlp-proto.js');
     processor = new EncodedSpanBatches(resource, scope, env);
   }
   log.info('traces: exporting over OTLP/HTTP', { endpoint: config.endpoint, protocol: config.protocol, service: String(resource.attributes[ATTR_SERVICE_NAME]) });

@@ -5,8 +5,10 @@ import { TraceState } from '@opentelemetry/core';
 import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
 import { resourceFromAttributes } from '@opentelemetry/resources';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
-import { describe, expect, it } from 'vitest';
-import { encodeSpan, exportRequest, Writer } from '../../src/ops/otlp-proto.js';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { EncodedSpanBatches, encodeSpan, exportRequest, Writer } from '../../src/ops/otlp-proto.js';
 
 const resource = resourceFromAttributes({ 'service.name': 'node-svc-test', 'service.version': '1.2.3', 'process.pid': 4242, 'process.command_args': ['node', 'daemon'] });
 const scope = { name: 'node-svc', version: '1.2.3' };
@@ -55,10 +57,56 @@ describe('encodeSpan + exportRequest', () => {
     expect(ours.toString('hex')).toBe(official.toString('hex'));
   });
 
+  it('a span longer than 16 KiB (a three-byte length) and a 20 KiB attribute: the same bytes too', () => {
+    const s = span({ name: 'GET', kind: SpanKind.SERVER, start: [5, 6], end: [7, 8], attributes: { 'url.path': `/${'x'.repeat(20_000)}` } });
+    const w = new Writer(16);
+    encodeSpan(w, s);
+    expect(exportRequest(resource, scope, w.take()).toString('hex')).toBe(Buffer.from(ProtobufTraceSerializer.serializeRequest([s])!).toString('hex'));
+  });
+
   it('one span: the same bytes as the official serializer too (the smallest batch)', () => {
     const s = span({ name: 'POST', kind: SpanKind.CLIENT, start: [1, 2], end: [3, 4], attributes: { 'http.request.method': 'POST' } });
     const w = new Writer();
     encodeSpan(w, s);
     expect(exportRequest(resource, scope, w.take()).toString('hex')).toBe(Buffer.from(ProtobufTraceSerializer.serializeRequest([s])!).toString('hex'));
+  });
+});
+
+describe('EncodedSpanBatches', () => {
+  const saved = process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+  afterEach(() => {
+    if (saved === undefined) delete process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+    else process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = saved;
+  });
+
+  it('sends full batches (OTEL_BSP_MAX_EXPORT_BATCH_SIZE) as export requests of those spans, drops beyond the queue, sends the rest at shutdown', async () => {
+    const bodies: Buffer[] = [];
+    let release: () => void = () => undefined;
+    const held = new Promise<void>((r) => { release = r; });
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        bodies.push(Buffer.concat(chunks));
+        void held.then(() => res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end()); // answers wait: the queue fills
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+    try {
+      const b = new EncodedSpanBatches(resource, scope, { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '2', OTEL_BSP_MAX_QUEUE_SIZE: '4', OTEL_BSP_SCHEDULE_DELAY: '60000' });
+      const spans = Array.from({ length: 7 }, (_, i) => span({ name: `s${i}`, kind: SpanKind.INTERNAL, start: [1, i], end: [2, i], attributes: { i } }));
+      for (const s of spans) b.onEnd(s);
+      expect(b.dropped).toBe(3); // 4 queued (the first batch in flight, the second ready), 3 over
+      const notSampled = span({ name: 'x', kind: SpanKind.INTERNAL, start: [1, 0], end: [1, 0], attributes: {}, flags: TraceFlags.NONE });
+      b.onEnd(notSampled);
+      expect(b.dropped).toBe(3); // not sampled: not exported, not counted
+      release();
+      await b.shutdown();
+      const official = (xs: ReadableSpan[]) => Buffer.from(ProtobufTraceSerializer.serializeRequest(xs)!).toString('hex');
+      expect(bodies.map((x) => x.toString('hex'))).toEqual([official(spans.slice(0, 2)), official(spans.slice(2, 4))]);
+    } finally {
+      server.close();
+    }
   });
 });
