@@ -374,8 +374,12 @@ export class EncodedSpanBatches {
       const n = env === process.env ? getNumberFromEnv(k) : Number(env[k]?.trim() || NaN);
       return n !== undefined && Number.isFinite(n) && n > 0 ? n : d;
     };
-    this.#maxQueue = num('OTEL_BSP_MAX_QUEUE_SIZE', 2048);
-    this.#maxBatch = Math.min(num('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 512), this.#maxQueue);
+    // Defaults 8 × the specification's (512 a batch, 2048 queued): each export request costs the official transport
+    // about 0.4 ms of CPU whatever its size (about 0.8 µs per span at 512, 0.1 µs at 4096: measured, see the
+    // README, Cost), and a batch of 4096 spans is about 1.1 MB, well under collectors' request limits (20 MiB for the
+    // Collector's OTLP/HTTP receiver). The variables still win.
+    this.#maxQueue = num('OTEL_BSP_MAX_QUEUE_SIZE', 16384);
+    this.#maxBatch = Math.min(num('OTEL_BSP_MAX_EXPORT_BATCH_SIZE', 4096), this.#maxQueue);
     this.#delayMs = num('OTEL_BSP_SCHEDULE_DELAY', 5000);
     this.#timeoutMs = num('OTEL_BSP_EXPORT_TIMEOUT', 30000);
     this.#heads = heads(resource, scope);
