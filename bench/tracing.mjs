@@ -30,7 +30,7 @@ const TARGET = 0.85;
 // Tracing is this bench's choice: the caller's own OTEL_* variables would turn it on in the "off" daemon too.
 for (const k of Object.keys(process.env)) if (k.startsWith('OTEL_')) delete process.env[k];
 const { default: autocannon } = await import('autocannon');
-let spans = 0; // export requests received (each a batch of up to 512 spans)
+let spans = 0; // export requests received (each a batch of up to 4096 spans, the daemon's default)
 let bytes = 0;
 const collector = createServer((req, res) => {
   req.on('data', (c) => { bytes += c.length; });

@@ -18,6 +18,9 @@ export type RequestListener = (req: IncomingMessage, res: ServerResponse) => voi
 /** `next` with the stream reads in front of it. */
 export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForToken; rateLimit: { take(key: string): void }; next: RequestListener }): RequestListener {
   const { reads, nodeForToken, rateLimit, next } = opts;
+  /** The route of each read, one string each (a span name and a metric label made per request would be a new string each time). */
+  const routes = new Map<string, string>();
+  const routeOf = (suffix: string) => routes.get(suffix) ?? (routes.set(suffix, `/v1/streams/:id/${suffix}`), routes.get(suffix)!);
   return (req, res) => {
     const m = req.method === 'GET' ? PATH.exec(req.url ?? '') : null;
     const read = m ? reads.get(m[2]!) : undefined;
@@ -25,7 +28,8 @@ export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForTok
     void answer(req, res, m![2]!, m![1]!, read);
   };
   async function answer(req: IncomingMessage, res: ServerResponse, suffix: string, id: string, read: (node: string, id: string) => Promise<unknown>) {
-    const span = tracer?.server('GET', `/v1/streams/:id/${suffix}`, req.url!, req.headers.traceparent); // undefined: tracing off
+    const route = routeOf(suffix);
+    const span = tracer?.server('GET', route, req.url!, req.headers.traceparent); // undefined: tracing off
     let a: Answer;
     try {
       const { node } = await authenticate(req.headers.authorization, nodeForToken);
@@ -35,7 +39,6 @@ export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForTok
     } catch (err) {
       a = errorAnswer(err as Error, req.url!);
     }
-    const route = `/v1/streams/:id/${suffix}`;
     metrics.requests.incById(`GET ${a.status} ${route}`, () => ({ route, method: 'GET', status: String(a.status) }));
     if (span) endHttp(span, a.status);
     if (res.destroyed) return;

@@ -50,6 +50,11 @@ export function opsGauges(d: Deps): Gauge[] {
       read: async () => (await totals()).dead,
     },
     {
+      name: 'node_svc_webhook_dead_deliveries_unresolved',
+      help: 'Dead node webhook deliveries not resolved: their event has not reached their subscription since (a replay that is delivered resolves them) and the subscription is not deleted',
+      read: async () => health.deadUnresolved(d.store.q),
+    },
+    {
       name: 'node_svc_settlement_lag_seconds',
       help: 'Age of the oldest settlement not yet final, by rail (0 when none is open)',
       read: async () => {

@@ -1,83 +1,212 @@
-// The OpenTelemetry side of ops/tracing.ts, imported only when tracing is on: the official SDK (a BasicTracerProvider
-// with a BatchSpanProcessor, its sampler and limits from the standard OTEL_* variables), exporting over OTLP/HTTP in
-// protobuf (the default) or JSON. Parents are passed explicitly (no context manager: AsyncLocalStorage would tax
-// every promise of the process); a request's incoming `traceparent` is read with the W3C propagator.
-import { diag, DiagLogLevel, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, type Attributes, type Context, type Link, type Span as OtelSpan } from '@opentelemetry/api';
+// The OpenTelemetry side of ops/tracing.ts, imported only when tracing is on. From the official packages: the
+// samplers, the resource and its detectors, the W3C propagator, and the OTLP/HTTP export (transport, retries, the
+// OTEL_EXPORTER_OTLP_* settings); in http/json the SDK's BatchSpanProcessor and JSON exporter as they are. Recording
+// is ours: the SDK's Span and Tracer cost about 2 µs per span on the direct reads (limit checks per attribute, hrtime
+// conversions at start and end, a context per span), so a span here is a small object the exporter reads as a
+// ReadableSpan: attributes set in one object, the clock read once at each end and converted to [s, ns] only when
+// read, ids from a pooled random buffer. In http/protobuf (the default) a span is encoded when it ends
+// (ops/otlp-proto.ts) instead of kept until its batch leaves. Parents are passed explicitly (no context manager:
+// AsyncLocalStorage would tax every promise of the process); a request's incoming `traceparent` is read with the W3C
+// propagator. What the CPU profiles of bench/tracing showed: README "Traces", Cost.
+import { randomFillSync } from 'node:crypto';
+import { diag, DiagLogLevel, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type HrTime, type Link, type SpanContext, type SpanStatus } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
-import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
-import { BasicTracerProvider, BatchSpanProcessor, type SpanExporter } from '@opentelemetry/sdk-trace-base';
+import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from '@opentelemetry/resources';
+import {
+  AlwaysOffSampler, AlwaysOnSampler, BatchSpanProcessor, ParentBasedSampler, SamplingDecision, TraceIdRatioBasedSampler,
+  type ReadableSpan, type Sampler,
+} from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { log } from '../log.js';
 import { VERSION } from '../version.js';
-import type { Attrs, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
+import type { Attrs, AttrValue, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
 
 const KINDS: Record<SpanKindName, SpanKind> = { internal: SpanKind.INTERNAL, server: SpanKind.SERVER, client: SpanKind.CLIENT };
-
-const clean = (a: Attrs | undefined): Attributes | undefined => {
-  if (!a) return undefined;
-  const out: Attributes = {};
-  for (const k in a) if (a[k] !== undefined) out[k] = a[k];
-  return out;
-};
-
+const UNSET: SpanStatus = Object.freeze({ code: SpanStatusCode.UNSET });
+const NONE: never[] = Object.freeze([]) as unknown as never[];
 const hex2 = (n: number) => (n & 0xff).toString(16).padStart(2, '0');
 
-class SpanHandle implements Span {
-  #ref: SpanRef | undefined;
-  constructor(readonly span: OtelSpan, readonly owner: OtelTracer) {}
-  get ref(): SpanRef {
-    if (!this.#ref) {
-      const c = this.span.spanContext();
-      this.#ref = { traceId: c.traceId, spanId: c.spanId, traceFlags: c.traceFlags };
+// Ids: 8 KiB of randomness at a time, sliced as hex (one randomFillSync per 340 spans instead of Math.random per 4 bytes).
+const POOL = Buffer.allocUnsafe(8192);
+let poolAt = POOL.length;
+const ZEROS: Record<number, string> = { 8: '0'.repeat(16), 16: '0'.repeat(32) };
+function randomHex(bytes: number): string {
+  for (;;) {
+    if (poolAt + bytes > POOL.length) {
+      randomFillSync(POOL);
+      poolAt = 0;
     }
-    return this.#ref;
+    const s = POOL.toString('hex', poolAt, (poolAt += bytes));
+    if (s !== ZEROS[bytes]) return s; // all zeros is the invalid id
+  }
+}
+
+/** ms since the epoch (sub-ms precision) from one clock read; [s, ns] only when the exporter asks. */
+const ORIGIN = performance.timeOrigin; // constant for the process: read once, not per span
+const clock = () => ORIGIN + performance.now();
+function hr(ms: number): HrTime {
+  const s = Math.floor(ms / 1000);
+  const ns = Math.round((ms - s * 1000) * 1e6);
+  return ns >= 1e9 ? [s + 1, ns - 1e9] : [s, ns];
+}
+
+/** The sampler OTEL_TRACES_SAMPLER(_ARG) names (tracingConfig validated both), built from the SDK's samplers. */
+export function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler {
+  const name = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || 'parentbased_always_on';
+  const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
+  const ratio = () => new TraceIdRatioBasedSampler(arg ? Number(arg) : 1);
+  switch (name) {
+    case 'always_on': return new AlwaysOnSampler();
+    case 'always_off': return new AlwaysOffSampler();
+    case 'traceidratio': return ratio();
+    case 'parentbased_always_off': return new ParentBasedSampler({ root: new AlwaysOffSampler() });
+    case 'parentbased_traceidratio': return new ParentBasedSampler({ root: ratio() });
+    default: return new ParentBasedSampler({ root: new AlwaysOnSampler() });
+  }
+}
+
+/** A span as the exporter reads it (ReadableSpan) and as node-svc's hooks drive it (Span). */
+class RecordedSpan implements ReadableSpan, Span {
+  readonly attributes: Attributes;
+  readonly links: Link[];
+  readonly events = NONE;
+  readonly droppedAttributesCount = 0;
+  readonly droppedEventsCount = 0;
+  readonly droppedLinksCount = 0;
+  readonly resource: Resource;
+  readonly instrumentationScope: { name: string; version: string };
+  status: SpanStatus = UNSET;
+  #ref: SpanRef | undefined;
+  #end = -1;
+
+  constructor(
+    readonly owner: OtelTracer,
+    public name: string,
+    readonly kind: SpanKind,
+    readonly context: SpanContext,
+    readonly parentSpanContext: SpanContext | undefined,
+    attributes: Attributes,
+    links: Link[] | undefined,
+    readonly start: number,
+    /** Sampled out: ids for propagation, nothing recorded or exported. */
+    readonly recording: boolean,
+  ) {
+    this.attributes = attributes;
+    this.links = links ?? NONE;
+    this.resource = owner.resource;
+    this.instrumentationScope = owner.scope;
+  }
+  spanContext(): SpanContext {
+    return this.context;
+  }
+  get startTime(): HrTime {
+    return hr(this.start);
+  }
+  get endTime(): HrTime {
+    return hr(this.#end < 0 ? this.start : this.#end);
+  }
+  get duration(): HrTime {
+    const ms = Math.max(0, (this.#end < 0 ? this.start : this.#end) - this.start);
+    const s = Math.floor(ms / 1000);
+    return [s, Math.round((ms - s * 1000) * 1e6)];
+  }
+  get ended(): boolean {
+    return this.#end >= 0;
+  }
+  get ref(): SpanRef {
+    return (this.#ref ??= { traceId: this.context.traceId, spanId: this.context.spanId, traceFlags: this.context.traceFlags });
   }
   get traceparent(): string {
-    const r = this.ref;
-    return `00-${r.traceId}-${r.spanId}-${hex2(r.traceFlags)}`;
+    return `00-${this.context.traceId}-${this.context.spanId}-${hex2(this.context.traceFlags)}`;
   }
   set(attrs: Attrs): void {
-    if (!this.span.isRecording()) return;
-    for (const k in attrs) if (attrs[k] !== undefined) this.span.setAttribute(k, attrs[k]!);
+    if (!this.recording || this.#end >= 0) return;
+    for (const k in attrs) {
+      const v = attrs[k];
+      if (v !== undefined) this.attributes[k] = this.owner.limit(v);
+    }
+  }
+  attr(key: string, value: AttrValue | undefined): void {
+    if (value !== undefined && this.recording && this.#end < 0) this.attributes[key] = this.owner.limit(value);
   }
   rename(name: string): void {
-    this.span.updateName(name);
+    if (this.#end < 0) this.name = name;
   }
   fail(message: string): void {
-    this.span.setStatus({ code: SpanStatusCode.ERROR, message });
+    if (this.recording && this.#end < 0) this.status = { code: SpanStatusCode.ERROR, message };
   }
   end(): void {
-    this.span.end();
+    if (this.#end >= 0) return;
+    this.#end = clock();
+    if (this.recording) this.owner.processor.onEnd(this);
   }
   child(name: string, attrs?: Attrs, kind: SpanKindName = 'internal'): Span {
-    return this.owner.start(name, { parent: this, kind, ...(attrs ? { attributes: attrs } : {}) });
+    return this.owner.open(name, KINDS[kind], this.context, attrs, undefined, undefined);
   }
+}
+
+const getter = { get: (c: unknown, k: string) => (c as Record<string, string | string[] | undefined>)[k], keys: (c: unknown) => Object.keys(c as object) };
+
+/** Where ended spans go: the SDK's batch processor (http/json) or the encoding batcher (http/protobuf). */
+interface SpanSink {
+  onEnd(span: RecordedSpan): void;
+  shutdown(): Promise<void>;
 }
 
 class OtelTracer implements Tracer {
   readonly #propagator = new W3CTraceContextPropagator();
-  constructor(readonly provider: BasicTracerProvider, readonly t = provider.getTracer('node-svc', VERSION)) {}
+  /** OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT wins), as the SDK applies it. */
+  readonly #valueLimit: number;
+
+  constructor(readonly processor: SpanSink, readonly sampler: Sampler, readonly resource: Resource, readonly scope: { name: string; version: string }, env: NodeJS.ProcessEnv) {
+    const n = Number(env.OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || env.OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || NaN);
+    this.#valueLimit = Number.isInteger(n) && n >= 0 ? n : Infinity;
+  }
+
+  /** `GET /v1/streams/:id/headroom`, made once per method and route (a handful) instead of once per request. */
+  readonly #names = new Map<string, Map<string, string>>();
+  #nameOf(method: string, route: string): string {
+    let byRoute = this.#names.get(method);
+    if (!byRoute) this.#names.set(method, (byRoute = new Map()));
+    let n = byRoute.get(route);
+    if (n === undefined) {
+      n = `${method} ${route}`;
+      if (byRoute.size < 1000) byRoute.set(route, n);
+    }
+    return n;
+  }
+
+  limit(v: AttrValue): AttrValue {
+    return typeof v === 'string' && v.length > this.#valueLimit ? v.slice(0, this.#valueLimit) : v;
+  }
 
   server(method: string, route: string, path: string, traceparent: string | string[] | undefined, attrs?: Attrs): Span {
-    const ctx = traceparent ? this.#propagator.extract(ROOT_CONTEXT, { traceparent }, { get: (c, k) => (c as Record<string, unknown>)[k] as string | string[] | undefined, keys: (c) => Object.keys(c as object) }) : ROOT_CONTEXT;
-    const span = this.t.startSpan(route ? `${method} ${route}` : method, {
-      kind: SpanKind.SERVER,
-      attributes: { 'http.request.method': method, 'url.path': path, 'url.scheme': 'http', ...(route ? { 'http.route': route } : {}), ...clean(attrs) },
-    }, ctx);
-    return new SpanHandle(span, this);
+    const parent = traceparent ? trace.getSpanContext(this.#propagator.extract(ROOT_CONTEXT, { traceparent }, getter)) : undefined;
+    const a: Attributes = route
+      ? { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http', 'http.route': route }
+      : { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http' };
+    return this.#make(route ? this.#nameOf(method, route) : method, SpanKind.SERVER, parent, a, attrs, undefined, undefined);
   }
 
   start(name: string, o: StartOptions = {}): Span {
-    const ctx: Context = o.parent ? trace.setSpan(ROOT_CONTEXT, (o.parent as SpanHandle).span) : ROOT_CONTEXT;
     const links: Link[] | undefined = o.links?.length ? o.links.map((r) => ({ context: { traceId: r.traceId, spanId: r.spanId, traceFlags: r.traceFlags, isRemote: true } })) : undefined;
-    const attributes = clean(o.attributes);
-    const span = this.t.startSpan(name, {
-      kind: KINDS[o.kind ?? 'internal'],
-      ...(attributes ? { attributes } : {}),
-      ...(links ? { links } : {}),
-      ...(o.startTime !== undefined ? { startTime: o.startTime } : {}),
-    }, ctx);
-    return new SpanHandle(span, this);
+    return this.open(name, KINDS[o.kind ?? 'internal'], (o.parent as RecordedSpan | undefined)?.context, o.attributes, links, o.startTime);
+  }
+
+  open(name: string, kind: SpanKind, parent: SpanContext | undefined, attrs: Attrs | undefined, links: Link[] | undefined, startTime: number | undefined): Span {
+    return this.#make(name, kind, parent, {}, attrs, links, startTime);
+  }
+
+  #make(name: string, kind: SpanKind, parent: SpanContext | undefined, base: Attributes, attrs: Attrs | undefined, links: Link[] | undefined, startTime: number | undefined): RecordedSpan {
+    const valid = parent !== undefined && isSpanContextValid(parent);
+    const traceId = valid ? parent.traceId : randomHex(16);
+    if (attrs) for (const k in attrs) { const v = attrs[k]; if (v !== undefined) base[k] = this.limit(v); }
+    const r = this.sampler.shouldSample(valid ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT, traceId, name, kind, base, links ?? NONE);
+    if (r.attributes) Object.assign(base, r.attributes);
+    const sampled = r.decision === SamplingDecision.RECORD_AND_SAMPLED;
+    const traceState = r.traceState ?? (valid ? parent.traceState : undefined);
+    const context: SpanContext = { traceId, spanId: randomHex(8), traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState ? { traceState } : {}) };
+    return new RecordedSpan(this, name, kind, context, valid ? parent : undefined, base, links, startTime ?? clock(), r.decision !== SamplingDecision.NOT_RECORD);
   }
 
   /** Export what is buffered, for 5 s at most: a stop must not wait out a collector that hangs. */
@@ -85,7 +214,7 @@ class OtelTracer implements Tracer {
     let timer: NodeJS.Timeout | undefined;
     const late = new Promise<void>((resolve) => { timer = setTimeout(() => { log.warn('traces not all exported at stop: the collector did not answer within 5 s'); resolve(); }, 5000); });
     try {
-      await Promise.race([this.provider.shutdown().catch((err: unknown) => log.warn('traces not all exported at stop', { error: (err as Error).message })), late]);
+      await Promise.race([this.processor.shutdown().catch((err: unknown) => log.warn('traces not all exported at stop', { error: (err as Error).message })), late]);
     } finally {
       clearTimeout(timer);
     }
@@ -120,23 +249,23 @@ function routeDiagnostics(): void {
   diag.setLogger({ error: warn, warn, info: none, debug: none, verbose: none }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
 }
 
-export async function otelTracer(config: TracingConfig): Promise<Tracer> {
+export async function otelTracer(config: TracingConfig, env: NodeJS.ProcessEnv = process.env): Promise<Tracer> {
   routeDiagnostics();
-  // The exporter reads its endpoint, headers, timeout and compression from the OTEL_EXPORTER_OTLP_* variables itself.
-  let exporter: SpanExporter;
-  if (config.protocol === 'http/json') {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
-    exporter = new OTLPTraceExporter();
-  } else {
-    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-proto');
-    exporter = new OTLPTraceExporter();
-  }
   // service.name defaults to node-svc; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over it.
   const resource = defaultResource()
     .merge(resourceFromAttributes({ [ATTR_SERVICE_NAME]: 'node-svc', [ATTR_SERVICE_VERSION]: VERSION }))
     .merge(detectResources({ detectors: [envDetector] }));
-  // Sampler (OTEL_TRACES_SAMPLER, _ARG), span limits and the batch processor's OTEL_BSP_* settings: from the environment.
-  const provider = new BasicTracerProvider({ resource, spanProcessors: [new BatchSpanProcessor(exporter)] });
+  // Both read their OTEL_BSP_* settings (queue, batch size, delay, timeout) and the exporter its
+  // OTEL_EXPORTER_OTLP_* ones (endpoint, headers, timeout, compression) from the environment.
+  const scope = { name: 'node-svc', version: VERSION };
+  let processor: SpanSink;
+  if (config.protocol === 'http/json') {
+    const { OTLPTraceExporter } = await import('@opentelemetry/exporter-trace-otlp-http');
+    processor = new BatchSpanProcessor(new OTLPTraceExporter());
+  } else {
+    const { EncodedSpanBatches } = await import('./otlp-proto.js');
+    processor = new EncodedSpanBatches(resource, scope, env);
+  }
   log.info('traces: exporting over OTLP/HTTP', { endpoint: config.endpoint, protocol: config.protocol, service: String(resource.attributes[ATTR_SERVICE_NAME]) });
-  return new OtelTracer(provider);
+  return new OtelTracer(processor, samplerFromEnv(env), resource, scope, env);
 }

@@ -21,6 +21,8 @@ export interface Span {
   /** The W3C `traceparent` header value naming this span (what a webhook receiver's trace continues). */
   readonly traceparent: string;
   set(attrs: Attrs): void;
+  /** One attribute (no object to build on a hot path); undefined is skipped. */
+  attr(key: string, value: AttrValue | undefined): void;
   rename(name: string): void;
   /** Status ERROR with a short message (a refusal name, an error class: never a secret). */
   fail(message: string): void;
@@ -103,7 +105,7 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
   const config = tracingConfig(env);
   if (!config || tracer) return config;
   const { otelTracer } = await import('./otel.js');
-  tracer = await otelTracer(config);
+  tracer = await otelTracer(config, env);
   return config;
 }
 
@@ -208,8 +210,12 @@ export const causes = new Causes();
 
 /** End an HTTP server span with its status (semantic conventions: a 5xx is an error, `error.type` its code). */
 export function endHttp(span: Span, status: number, attrs?: Attrs): void {
-  span.set({ 'http.response.status_code': status, ...(status >= 500 ? { 'error.type': String(status) } : {}), ...attrs });
-  if (status >= 500) span.fail(`HTTP ${status}`);
+  span.attr('http.response.status_code', status);
+  if (attrs) span.set(attrs);
+  if (status >= 500) {
+    span.attr('error.type', String(status));
+    span.fail(`HTTP ${status}`);
+  }
   span.end();
 }
 

@@ -77,9 +77,10 @@ async function outboxCheck(d: Deps, s: HealthSources): Promise<HealthCheck> {
   const o = await health.outbox(d.store.q);
   const limit = s.outboxAgeLimitMs ?? 15 * 60_000;
   const problems: Array<[CheckStatus, string]> = [];
-  if (o.dead) problems.push(['degraded', `${o.dead} dead deliveries (node-svc webhooks replay)`]);
+  // A dead delivery stops counting once a replay of its event reached its subscription, or the subscription is deleted.
+  if (o.deadUnresolved) problems.push(['degraded', `${o.deadUnresolved} dead deliveries not delivered since (node-svc webhooks replay; resolved once the replay is delivered)`]);
   if (o.oldestPendingAt !== null && d.now() - o.oldestPendingAt > limit) problems.push(['degraded', `oldest pending delivery is ${ageSeconds(d, o.oldestPendingAt)} s old`]);
-  return check('outbox', problems, { pending: o.pending, retrying: o.retrying, dead: o.dead, oldestPendingAgeSeconds: ageSeconds(d, o.oldestPendingAt) });
+  return check('outbox', problems, { pending: o.pending, retrying: o.retrying, dead: o.dead, deadUnresolved: o.deadUnresolved, oldestPendingAgeSeconds: ageSeconds(d, o.oldestPendingAt) });
 }
 
 async function settlementsCheck(d: Deps): Promise<HealthCheck> {

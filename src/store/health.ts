@@ -4,7 +4,15 @@ import { OPERATOR } from '../domain/alerts.js';
 import type { Sql } from './sql.js';
 import { attempts } from './webhooks.js';
 
-export interface OutboxFigures { pending: number; retrying: number; dead: number; oldestPendingAt: number | null }
+export interface OutboxFigures {
+  pending: number;
+  retrying: number;
+  /** Every dead delivery kept (replayed or not). */
+  dead: number;
+  /** Dead deliveries whose event has not reached their subscription since, and whose subscription was not deleted. */
+  deadUnresolved: number;
+  oldestPendingAt: number | null;
+}
 export interface SettlementFigures {
   /** Settlements sent or about to be sent, not yet checkpointed (x402 payments sent and not mined included). */
   inFlight: number;
@@ -34,8 +42,15 @@ export const health = {
     // operator's alert endpoints are left out (their failures are the alerts check; a node cannot replay them).
     const t = await attempts.totals(q, OPERATOR);
     const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending' AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?)", [OPERATOR])) ?? null;
-    return { pending: t.pending, retrying: t.retrying, dead: t.dead, oldestPendingAt: oldest === null ? null : Number(oldest) };
+    return { pending: t.pending, retrying: t.retrying, dead: t.dead, deadUnresolved: await health.deadUnresolved(q), oldestPendingAt: oldest === null ? null : Number(oldest) };
   },
+  /**
+   * Node deliveries that are dead and unresolved: not delivered by a later send of their event to their subscription
+   * (migration 0180 counts those as 'dead_resolved'), of a subscription not deleted. From the counters, per subscription.
+   */
+  deadUnresolved: async (q: Sql): Promise<number> =>
+    Number((await q.value<number>(`SELECT CAST(COALESCE(SUM(CASE WHEN state = 'dead' THEN n ELSE -n END), 0) AS BIGINT) AS n FROM delivery_counts
+      WHERE state IN ('dead', 'dead_resolved') AND subscription_id IN (SELECT id FROM webhook_subscriptions WHERE node_id != ? AND status != 'deleted')`, [OPERATOR])) ?? 0),
   settlements: async (q: Sql, now: number, stuckAfterMs: number): Promise<SettlementFigures> => {
     const s = (await q.get<{ in_flight: number; checkpointed: number; oldest: number | null; oldest_escrow: number | null; oldest_card: number | null; stuck: number; oldest_unmined: number | null }>(
       `SELECT ${count("status IN ('pending', 'submitted')")} AS in_flight,

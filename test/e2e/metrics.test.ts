@@ -123,7 +123,7 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
           expr: 'ALERTS{alertstate="firing"}',
           eval_time: '25m',
           exp_samples: [
-            { labels: 'ALERTS{alertname="NodeSvcDeliveriesDead", alertstate="firing", severity="warning", job="node-svc", instance="a:8787", outcome="dead"}', value: 1 },
+            { labels: 'ALERTS{alertname="NodeSvcDeliveriesDead", alertstate="firing", severity="warning", job="node-svc", instance="a:8787"}', value: 1 },
             { labels: 'ALERTS{alertname="NodeSvcHealthDegraded", alertstate="firing", severity="warning", job="node-svc", instance="a:8787", check="subscriptions", status="degraded"}', value: 1 },
           ],
         }],
@@ -152,6 +152,7 @@ describe('GET /metrics against the Prometheus rules and the dashboard', () => {
       expect(value(text, 'node_svc_webhook_attempt_duration_seconds_bucket', { outcome, le: '+Inf' }), outcome).toBe('1');
     }
     expect(value(text, 'node_svc_webhook_dead_deliveries')).toBe('1');
+    expect(value(text, 'node_svc_webhook_dead_deliveries_unresolved')).toBe('1'); // not replayed
     const drained = await waitFor(async () => {
       const t = (await http(daemon.url, '/metrics')).text;
       return value(t, 'node_svc_outbox_depth', { status: 'pending' }) === '0' ? t : undefined;

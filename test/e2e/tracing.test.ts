@@ -205,7 +205,7 @@ describe('traces over OTLP/HTTP (real daemon, card rail, local processor)', { ti
     const lines = await loaded(moduleLog);
     expect(lines.some((l) => l.includes('@opentelemetry/sdk-trace-base'))).toBe(true);
     expect(lines.some((l) => l.includes('@opentelemetry/exporter-trace-otlp-http'))).toBe(true);
-    expect(lines.some((l) => l.includes('@opentelemetry/exporter-trace-otlp-proto'))).toBe(false); // http/json chosen
+    expect(lines.some((l) => l.includes('/dist/ops/otlp-proto.js'))).toBe(false); // http/json chosen: the SDK's processor and JSON exporter
   });
 });
 

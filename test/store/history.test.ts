@@ -393,3 +393,36 @@ describe('Lru', () => {
     expect(c.size).toBe(100);
   });
 });
+
+describe('upgrading a store written before migration 180 (dead deliveries resolved)', () => {
+  it('resolves the dead deliveries whose event reached their subscription later, counts them, and resolves from then on as replays are delivered', () => {
+    const db = new Database(join(tempDir(), 'old180.db'));
+    db.pragma('foreign_keys = ON');
+    db.transaction(() => {
+      for (const m of MIGRATIONS.filter((x) => x.version < 180)) m.up(db);
+      db.pragma('user_version = 170');
+    })();
+    db.exec(`INSERT INTO nodes(id, created_at) VALUES ('node-a', 0);
+      INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at)
+        VALUES ('whk_1', 'node-a', 'http://127.0.0.1:9/h', '*', '1.1.0', 'active', 'whsec_x', 0, 0);`);
+    const ins = db.prepare("INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, 'node-a', 'budget.halted', 'budget:b', ?, ?)");
+    for (let i = 1; i <= 2; i++) ins.run(`evt_${i}`, i, envelopeBody({ id: `evt_${i}`, type: 'budget.halted', occurredAt: new Date(i).toISOString(), externalRef: 'budget:b', data: { budget: 'b', reason: 'sla' } }, '1.1.0'));
+    const dl = db.prepare("INSERT INTO deliveries(id, event_seq, subscription_id, status, attempts, next_attempt_at, created_at, last_error, delivered_at, redelivery) VALUES (?, ?, 'whk_1', ?, 1, 0, ?, ?, ?, ?)");
+    dl.run('dlv_dead1', 1, 'dead', 0, 'HTTP 500', null, 0);
+    dl.run('dlv_replay1', 1, 'delivered', 10, null, 11, 1); // replayed and delivered before the upgrade
+    dl.run('dlv_dead2', 2, 'dead', 0, 'HTTP 500', null, 0);
+    migrate(db);
+    const resolved = () => db.prepare('SELECT id, resolved_at FROM deliveries WHERE status = \'dead\' ORDER BY id').all();
+    const count = () => (db.prepare("SELECT COALESCE(SUM(n), 0) AS n FROM delivery_counts WHERE state = 'dead_resolved'").get() as { n: number }).n;
+    expect(resolved()).toEqual([{ id: 'dlv_dead1', resolved_at: 11 }, { id: 'dlv_dead2', resolved_at: null }]);
+    expect(count()).toBe(1);
+    // A replay of evt_2 that fails changes nothing; delivered, it resolves dlv_dead2 (the trigger), counted once.
+    db.prepare("INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES ('dlv_replay2', 2, 'whk_1', 'pending', 0, 20, 1)").run();
+    db.prepare("UPDATE deliveries SET last_error = 'HTTP 500' WHERE id = 'dlv_replay2'").run();
+    expect(count()).toBe(1);
+    db.prepare("UPDATE deliveries SET status = 'delivered', delivered_at = 30, last_error = NULL WHERE id = 'dlv_replay2'").run();
+    expect(resolved()).toEqual([{ id: 'dlv_dead1', resolved_at: 11 }, { id: 'dlv_dead2', resolved_at: 30 }]);
+    expect(count()).toBe(2);
+    db.close();
+  });
+});

@@ -516,7 +516,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(170);
+      expect(LATEST).toBe(180);
       expect(await s.q.value("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = 'public' AND table_name = 'leases'")).toBe(1);
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('kept', 1)");
       const again = await openAt(url);

@@ -25,7 +25,7 @@ function describe(c: Check): string {
       const wallet = f.wallet ? `, wallet ${f.wallet.address} gas ${formatWei(f.wallet.balanceWei)}` : '';
       return `${f.mode} ${f.env}${f.network ? ` on ${f.network}` : ''}, ${f.reachable ? 'reachable' : 'NOT reachable'}${wallet}`;
     }
-    case 'outbox': return `${f.pending} pending, ${f.retrying} retrying, ${f.dead} dead; oldest pending ${f.oldestPendingAgeSeconds} s`;
+    case 'outbox': return `${f.pending} pending, ${f.retrying} retrying, ${f.dead} dead (${f.deadUnresolved ?? f.dead} not delivered since); oldest pending ${f.oldestPendingAgeSeconds} s`;
     case 'settlements': {
       const money = (f.byAsset ?? []).map((a: Json) => `${a.asset}: unsettled ${formatMicro(a.unsettledMicro, a.asset)}, final ${formatMicro(a.finalMicro, a.asset)}`).join('; ');
       return `${f.inFlight} in flight, ${f.checkpointed} checkpointed, ${f.failed} failed${money ? `; ${money}` : ''}`;
