@@ -35,7 +35,7 @@ async function burst({ node, n, batch }) {
   return { t0, t1: now() };
 }
 
-async function paced({ nodes, rate, seconds }) {
+async function paced({ node, nodes = [node], rate, seconds }) {
   const n = Math.round(rate * seconds);
   const gap = 1000 / rate;
   let turn = 0;
