@@ -20,8 +20,12 @@ export function buildProgram(sink: Sink, json = false): Command {
     .exitOverride()
     // Usage errors in JSON mode are JSON too, like every other error (scripts parse stderr).
     .configureOutput({
-      outputError: (str, write) =>
-        write(json ? `${JSON.stringify({ error: { code: 'usage', message: str.replace(/^error: /, '').trim() } })}\n` : str),
+      outputError: (str, write) => {
+        // A value that begins with '-' (a receipt key id is a base64url thumbprint: 1 in 64 does) reads as an option.
+        const dash = /unknown option '(-[^-'][^']*)'/.exec(str);
+        if (dash) str = `${str.trimEnd()}\n(if '${dash[1]}' is a value, not an option, put -- before it: e.g. node-svc receipts retire -- ${dash[1]})\n`;
+        write(json ? `${JSON.stringify({ error: { code: 'usage', message: str.replace(/^error: /, '').trim() } })}\n` : str);
+      },
     })
     .showHelpAfterError(json ? false : '(run with --help for usage)')
     .enablePositionalOptions(false);
@@ -63,7 +67,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .action(run(async (g) => (await R()).jwks(g)));
   receipts.command('keys').description('list the receipt keys: active, rotated (still published), retired').action(run(async (g) => (await R()).keys(g)));
   receipts.command('rotate').description('a new active receipt key; the previous one stays in the JWKS').action(run(async (g) => (await R()).rotate(g)));
-  receipts.command('retire <kid>').description('leave a rotated receipt key out of the JWKS (its receipts stop verifying)').action(run(async (g, kid: string) => (await R()).retire(g, kid)));
+  receipts.command('retire <kid>').description('leave a rotated receipt key out of the JWKS (its receipts stop verifying); a kid that begins with "-": receipts retire -- <kid>').action(run(async (g, kid: string) => (await R()).retire(g, kid)));
   receipts.command('verify <jws>').description('check a receipt: signature against the receipt JWKS, claims, and with --rpc the transaction on chain ("-" reads stdin; exit 1 when refused)')
     .option('--jwks <file-or-url>', "the daemon's receipt JWKS (default: the keys in the store of --data-dir / --store)")
     .option('--node <id>', 'the node the receipt must name')

@@ -227,11 +227,16 @@ describe('receipts on the escrow rail (real daemon, local chain)', () => {
     const after = json((await cli('receipts', 'jwks')).stdout).keys.map((k: { kid: string }) => k.kid);
     expect(after).toEqual([previous, kid]);
     expect((await A.get('/v1/receipts/jwks.json')).body.keys.map((k: { kid: string }) => k.kid)).toEqual([previous, kid]);
-    expect((await cli('receipts', 'retire', kid)).code).toBe(4); // the active key: a conflict, named
+    // A kid is a base64url thumbprint: one in 64 begins with '-', which only reads as a value after '--'.
+    expect((await cli('receipts', 'retire', '--', kid)).code).toBe(4); // the active key: a conflict, named
+    const dashed = await cli('receipts', 'retire', '-Qx0');
+    expect(dashed.code).toBe(2);
+    expect(dashed.stderr).toContain("put -- before it: e.g. node-svc receipts retire -- -Qx0");
+    expect((await cli('receipts', 'retire', '--', '-Qx0')).code).toBe(3); // a value now: no such key
     expect(json((await cli('receipts', 'keys')).stdout).data.map((k: { status: string }) => k.status)).toEqual(['rotated', 'active']);
     // The old receipt verifies until its key is retired.
     expect((await cli('receipts', 'verify', receipt)).code).toBe(0);
-    expect((await cli('receipts', 'retire', previous)).code).toBe(0);
+    expect((await cli('receipts', 'retire', '--', previous)).code).toBe(0);
     expect(json((await cli('receipts', 'jwks')).stdout).keys.map((k: { kid: string }) => k.kid)).toEqual([kid]);
     expect(json((await cli('receipts', 'verify', receipt)).stdout)).toMatchObject({ valid: false, refusal: 'unknown_key' });
   });

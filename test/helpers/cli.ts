@@ -84,7 +84,12 @@ export async function tempDataDir(prefix = 'node-svc-test-'): Promise<TempDataDi
 
 /** A CLI bound to one data dir: `cli('nodes', 'add', 'n1')` runs with `--data-dir <dir>` appended. */
 export function cliFor(dataDir: string, base: RunOptions = {}) {
+  // --data-dir goes before a '--' (after it every word is a value).
+  const withDir = (args: string[]) => {
+    const end = args.indexOf('--');
+    return end < 0 ? [...args, '--data-dir', dataDir] : [...args.slice(0, end), '--data-dir', dataDir, ...args.slice(end)];
+  };
   const run = (args: string[], opts: RunOptions = {}) =>
-    runCli([...args, '--data-dir', dataDir], { ...base, ...opts, env: { ...base.env, ...opts.env } });
+    runCli(withDir(args), { ...base, ...opts, env: { ...base.env, ...opts.env } });
   return Object.assign((...args: string[]) => run(args), { with: run });
 }
