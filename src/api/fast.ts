@@ -11,6 +11,7 @@ import { authenticate, type NodeForToken } from './middleware/auth.js';
 import { errorAnswer, type Answer } from './problem.js';
 import { checkStreamId, type StreamReads } from './routes/streams.js';
 
+const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
 const PATH = /^\/v1\/streams\/([^/?#%]+)\/([a-z]+)$/;
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
@@ -35,7 +36,8 @@ export function directReads(opts: { reads: StreamReads; nodeForToken: NodeForTok
       const { node } = await authenticate(req.headers.authorization, nodeForToken);
       rateLimit.take(node);
       checkStreamId(id);
-      a = { status: 200, body: JSON.stringify(await read(node, id)), headers: { 'content-type': 'application/json' } };
+      const r = await read(node, id);
+      a = { status: 200, body: typeof r === 'string' ? r : JSON.stringify(r), headers: JSON_TYPE };
     } catch (err) {
       a = errorAnswer(err as Error, req.url!);
     }

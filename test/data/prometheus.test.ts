@@ -103,7 +103,7 @@ describe.skipIf(!process.env.CI && !hasPromtool)('Prometheus rules and Grafana d
     const used = new Set(dashboardExprs().flatMap((e) => metricNames(e.expr)));
     for (const name of ['node_svc_billed_micro', 'node_svc_checkpointed_micro', 'node_svc_final_micro', 'node_svc_webhook_deliveries_total',
       'node_svc_webhook_attempt_duration_seconds_bucket', 'node_svc_webhook_delivery_latency_seconds_bucket', 'node_svc_outbox_depth',
-      'node_svc_settlement_lag_seconds', 'node_svc_http_requests_total'])
+      'node_svc_webhook_dead_deliveries_unresolved', 'node_svc_settlement_lag_seconds', 'node_svc_http_requests_total'])
       expect(used, name).toContain(name);
   });
 

@@ -1,11 +1,14 @@
 // The headroom read remembered on SQLite (store/streams.ts headroomRow): never older than the last commit of this
-// store or of another process, and read again when the rate window's start passes a voucher.
+// store or of another process, and read again when the rate window's start passes a voucher. And the headroom answer's
+// JSON (service/streams.ts headroomJson), kept for the millisecond it was made in: never across a commit or a tick.
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { addNode } from '../../src/service/admin.js';
 import { openSqliteStore, type SqliteStore } from '../../src/store/db.js';
+import { headroom, headroomJson } from '../../src/service/streams.js';
+import { DEFAULT_SERVICE_CONFIG, type Deps } from '../../src/service/deps.js';
 import { headroomRow, streams } from '../../src/store/streams.js';
 import { sleep } from '../helpers/wait.js';
 
@@ -68,5 +71,38 @@ describe('headroomRow (SQLite)', () => {
       const direct = await streams.getForHeadroom(daemon.q, 'node-a', 's1', ws);
       expect(fromMemory).toEqual(direct);
     }
+  });
+
+  it('headroomJson: the same text within one millisecond and one row, a new one after a commit, a tick or a funding outage', async () => {
+    const { daemon, other, voucher } = await fresh();
+    let now = 10_000;
+    let outage: string | undefined;
+    const d = {
+      store: daemon, config: DEFAULT_SERVICE_CONFIG, now: () => now, keyring: undefined as never,
+      funding: { check: async () => { throw new Error('not used'); }, unavailable: () => outage },
+    } as Deps;
+    const first = await headroomJson(d, 'node-a', 's1');
+    expect(JSON.parse(first)).toEqual(await headroom(d, 'node-a', 's1')); // the object answer, serialized
+    expect(JSON.parse(first)).toMatchObject({ billedMicro: '0', asOf: new Date(10_000).toISOString() });
+    expect(await headroomJson(d, 'node-a', 's1')).toBe(first); // same ms, same row: the same text
+    now = 10_001;
+    const tick = await headroomJson(d, 'node-a', 's1');
+    expect(JSON.parse(tick).asOf).toBe(new Date(10_001).toISOString());
+    // A voucher committed in the same millisecond: the next read says so (the row is read again after any commit).
+    await voucher(daemon, 400, 10_001);
+    expect(JSON.parse(await headroomJson(d, 'node-a', 's1'))).toMatchObject({ billedMicro: '400', remainingCapMicro: '999600' });
+    // Another connection (the CLI) revokes: seen from the next millisecond (data_version is asked once a ms).
+    await other.write((tx) => tx.run("UPDATE streams SET status = 'revoked', status_reason = 'by hand' WHERE id = 's1'"));
+    await sleep(2);
+    expect(JSON.parse(await headroomJson(d, 'node-a', 's1')).status).toBe('revoked');
+    // The funding check is asked on every read, never remembered with the text (a stream with a funding source).
+    await daemon.write((tx) => tx.run("UPDATE streams SET status = 'open', funding_source = 'escrow:0xabc', funding_status = 'funded' WHERE id = 's1'"));
+    const funded = await headroomJson(d, 'node-a', 's1');
+    expect(JSON.parse(funded).status).not.toBe('revoked');
+    outage = 'the chain has not answered for 2 minutes';
+    await expect(headroomJson(d, 'node-a', 's1')).rejects.toThrow(/funding cannot be confirmed now/);
+    outage = undefined;
+    expect(await headroomJson(d, 'node-a', 's1')).toBe(funded);
+    await expect(headroomJson(d, 'node-a', 'nope')).rejects.toThrow(/stream/);
   });
 });

@@ -4,7 +4,7 @@ import { invalidRequest } from '../../domain/errors.js';
 import { lengthOver } from '../../domain/text.js';
 import type { AuthEnv } from '../middleware/auth.js';
 import type { Deps } from '../../service/deps.js';
-import { finality, headroom, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
+import { finality, headroomJson, listStreams, streamVerify, submitVoucher } from '../../service/streams.js';
 import { verifyCredential } from '../../service/streams.js';
 import {
   CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
@@ -17,7 +17,8 @@ import { causes, inSpan } from '../../ops/tracing.js';
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
 
-/** A read of one stream by the calling node: what GET /v1/streams/{id}/<suffix> answers with 200. */
+/** A read of one stream by the calling node: what GET /v1/streams/{id}/<suffix> answers with 200 (an object, or its
+ *  JSON text when the read keeps it serialized: the headroom read). */
 export type StreamRead = (node: string, id: string) => Promise<unknown>;
 
 /** The stream reads by path suffix (verify, headroom, finality): served by Hono and by src/api/fast.ts alike. */
@@ -43,7 +44,8 @@ function streamRead<R extends RouteConfig>(app: OpenAPIHono<AuthEnv>, reads: Str
   app.get(route.path.replace('{id}', ':id'), async (c) => {
     const id = c.req.param('id') ?? '';
     checkStreamId(id);
-    return c.json(await read(c.get('node'), id) as never, 200);
+    const r = await read(c.get('node'), id);
+    return typeof r === 'string' ? c.body(r, 200, { 'content-type': 'application/json' }) : c.json(r as never, 200);
   });
 }
 
@@ -98,7 +100,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
       request: { params: StreamId },
       responses: { 200: json(Headroom, 'Headroom'), ...problemResponses(400, 401, 404, 429, 503) },
     }),
-    (node, id) => headroom(d, node, id),
+    (node, id) => headroomJson(d, node, id),
   );
 
   streamRead(app, reads,
