@@ -13,9 +13,10 @@ import {
 } from '../domain/credential.js';
 import { parsePositiveMicro } from '../domain/amount.js';
 import { EXTERNAL_ID_RE } from '../domain/ids.js';
+import { isoSeconds } from '../domain/time.js';
 import type { Refusal } from '../domain/refusals.js';
 import { KeySet } from './keys.js';
-import { checkHeader, decodeHeader, decodeJson, splitCompact, verifySignature } from './jws.js';
+import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature } from './jws.js';
 
 export interface VerifierOptions {
   keys: KeySet | KeySet[];
@@ -126,7 +127,7 @@ export class Verifier {
     if ('refusal' in checked) return checked;
     const entry = checked;
     if (!verifySignature(entry, parts)) return refuse('bad_signature', `signature does not verify with key "${entry.kid}"`);
-    const c = decodeJson(parts[1]);
+    const c = decodePart(parts[1]);
     if (!c) return refuse('malformed', 'payload is not a base64url JSON object with unique member names');
     for (const name of REQUIRED) if (c[name] === undefined || c[name] === null) return refuse('missing_claim', `claim "${name}" is missing`);
     if (c.iss !== entry.issuer) return refuse('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);
@@ -144,8 +145,8 @@ export class Verifier {
         unitPriceMicro: c.unitPrice as string,
         rateMicroPerSecond: (c.rate as string | undefined) ?? null,
         mode: c.mode as Mode,
-        issuedAt: new Date((c.iat as number) * 1000).toISOString(),
-        expiresAt: new Date((c.exp as number) * 1000).toISOString(),
+        issuedAt: isoSeconds(c.iat as number),
+        expiresAt: isoSeconds(c.exp as number),
         ...((c.cnf as { addr?: string }).addr
           ? { escrow: { chainId: c.chainId as number, contract: (c.escrow as string).toLowerCase(), channel: (c.channel as string).toLowerCase(), payerAddress: ((c.cnf as { addr: string }).addr).toLowerCase() } }
           : {}),

@@ -8,7 +8,7 @@ import { HALT_REASONS, type EventKind } from '../domain/events.js';
 import { EXTERNAL_ID_RE, newId } from '../domain/ids.js';
 import type { ControlRefusal } from '../domain/refusals.js';
 import { iso } from '../domain/time.js';
-import { checkHeader, decodeHeader, decodeJson, splitCompact, verifySignature } from '../sdk/jws.js';
+import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { budgets, controlMessages, periods, streams } from '../store/streams.js';
 import { lockKey, type Sql } from '../store/sql.js';
@@ -54,7 +54,7 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);
   if ('refusal' in entry) throw no(entry.refusal as ControlRefusal, entry.detail);
   if (!verifySignature(entry, parts)) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
-  const c = decodeJson(parts[1]);
+  const c = decodePart(parts[1]);
   if (!c) throw no('malformed', 'payload is not a JSON object with unique member names');
   for (const n of ['iss', 'aud', 'jti', 'iat', 'kind']) need(c, n);
   if (c.iss !== entry.issuer) throw no('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);

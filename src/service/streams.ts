@@ -10,7 +10,7 @@ import { headroomEntered, raiseHeadroom, type HeadroomMove } from '../ops/alerts
 import { iso } from '../domain/time.js';
 import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
-import { decodeHeader, decodeJson, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
+import { decodeHeader, decodePart, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
@@ -415,7 +415,7 @@ export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher 
     throw vRefuse('bad_signature', "the stream's voucher key is not usable");
   }
   if (!verifySignature({ alg, key }, parts)) throw vRefuse('bad_signature', "voucher signature does not verify with the credential's cnf key");
-  const c = decodeJson(parts[1]);
+  const c = decodePart(parts[1]);
   if (!c) throw vRefuse('malformed', 'voucher payload is not a JSON object');
   const amount = parsePositiveMicro(c.amount);
   const units = parseMicro(c.units);
