@@ -6,10 +6,13 @@
 // subject; prints medians and the median per-round ratio. Target (DESIGN §14): >= 0.6 x the raw commit rate.
 // Also printed (no target): control facts (POST /v1/control, budget.halted, each fanned out to BENCH_SUBSCRIPTIONS
 // webhook subscriptions whose receiver answers 204 at once).
+// Each subject's line also prints the CPU per request of the daemon (all its threads: the signature checks run in
+// libuv's pool) and of this process (autocannon): on 2 cores their sum bounds the rate.
 // Env: BENCH_SECONDS (5), BENCH_ROUNDS (3), BENCH_CONNECTIONS (64), BENCH_SUBSCRIPTIONS (1).
 import { createServer } from 'node:http';
 import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { report, result } from './lib/report.mjs';
 import { fmt, median, prepare } from './lib/setup.mjs';
@@ -96,11 +99,20 @@ try {
       }],
     }),
   };
+  // CPU seconds (user + system, all threads) of the daemon, from /proc; and of this process (the load generator).
+  const daemonCpu = () => {
+    const stat = readFileSync(`/proc/${d.child.pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  };
+  const selfCpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
   const run = async (name, seconds = SECONDS) => {
+    const c0 = [daemonCpu(), selfCpu()];
     const r = await autocannon({ ...subjects[name](), duration: seconds });
     const bad = r.non2xx + r.errors + r.timeouts;
     if (bad) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
-    return { rps: r.requests.total / seconds, p50: r.latency.p50, p99: r.latency.p99 };
+    const n = r.requests.total;
+    return { rps: n / seconds, p50: r.latency.p50, p99: r.latency.p99, daemonUs: ((daemonCpu() - c0[0]) * 1e6) / n, loadUs: ((selfCpu() - c0[1]) * 1e6) / n };
   };
   await run('vouchers', 2);
   await run('open', 2);
@@ -130,7 +142,8 @@ try {
   receiver.close();
   const vr = median(res.vRatio);
   const or = median(res.oRatio);
-  const line = (label, runs) => `  ${label.padEnd(42)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
+  const line = (label, runs) => `  ${label.padEnd(42)}${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p50 ${median(runs.map((x) => x.p50)).toFixed(1)} ms   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms` +
+    `   CPU per request: daemon ${fmt(median(runs.map((x) => x.daemonUs)))} µs, load generator ${fmt(median(runs.map((x) => x.loadUs)))} µs`;
   console.log(`bench/commit  loopback, connections=${CONNECTIONS}, ${SECONDS}s x rounds=${ROUNDS} (medians)`);
   console.log(`  ${'raw single-row commit (WAL, synchronous=FULL)'.padEnd(42)}${fmt(median(res.raw)).padStart(7)}/s`);
   console.log(`${line('POST /v1/streams/{id}/vouchers', res.vouchers)}   ratio ${vr.toFixed(2)} (target >= ${TARGET}) ${vr >= TARGET ? 'ok' : 'MISSED'}`);

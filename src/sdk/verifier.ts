@@ -11,12 +11,13 @@ import {
   type VerifyResult,
   type VoucherKey,
 } from '../domain/credential.js';
+import type { KeyObject } from 'node:crypto';
 import { parsePositiveMicro } from '../domain/amount.js';
 import { EXTERNAL_ID_RE } from '../domain/ids.js';
 import { isoSeconds } from '../domain/time.js';
 import type { Refusal } from '../domain/refusals.js';
 import { KeySet } from './keys.js';
-import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature } from './jws.js';
+import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature, verifySignatureAsync } from './jws.js';
 
 export interface VerifierOptions {
   keys: KeySet | KeySet[];
@@ -68,6 +69,31 @@ export class Verifier {
 
   /** Like verify, with the claims the daemon needs (cnf, iat) on success. */
   verifyClaims(input: unknown, opts: VerifyOptions): Outcome {
+    return this.#verifyClaims(input, opts, undefined);
+  }
+
+  /**
+   * verifyClaims, with a credential's signature checked first in libuv's thread pool when it is not in the cache
+   * (verifySignatureAsync): the same answers, while the event loop serves other requests (the daemon's stream opens,
+   * bench/commit). What the pool found is used only for that JWS and that key object, and only a good signature is
+   * carried over: every refusal is still found, and named, by the synchronous checks.
+   */
+  async verifyClaimsAsync(input: unknown, opts: VerifyOptions): Promise<Outcome> {
+    const checked = typeof input === 'string' ? await this.#signatureAhead(input.trim()) : undefined;
+    return this.#verifyClaims(input, opts, checked);
+  }
+
+  async #signatureAhead(jws: string): Promise<{ jws: string; key: KeyObject } | undefined> {
+    if (jws.length > MAX_CREDENTIAL_BYTES || (this.#cacheVersion === this.#version() && this.#cache.has(jws))) return undefined;
+    const parts = splitCompact(jws);
+    const header = parts && decodeHeader(parts[0]);
+    if (!parts || !header) return undefined;
+    const entry = checkHeader(header, CREDENTIAL_TYP, this.#algorithms, this.#sets);
+    if ('refusal' in entry) return undefined;
+    return (await verifySignatureAsync(entry, parts)) ? { jws, key: entry.key } : undefined;
+  }
+
+  #verifyClaims(input: unknown, opts: VerifyOptions, checked: { jws: string; key: KeyObject } | undefined): Outcome {
     try {
       const now = opts.now ?? Date.now();
       if (typeof input !== 'string') return refuse('malformed', 'credential must be a string');
@@ -76,7 +102,7 @@ export class Verifier {
       const jws = input.trim();
       if (jws.length > MAX_CREDENTIAL_BYTES) return refuse('malformed', `credential is longer than ${MAX_CREDENTIAL_BYTES} bytes`);
       const cached = this.#cacheGet(jws);
-      const claims = cached ?? this.#checkSignedParts(jws);
+      const claims = cached ?? this.#checkSignedParts(jws, checked);
       if ('valid' in claims) return claims;
       if (!cached) this.#cacheSet(jws, claims);
       return this.#checkLive(claims, opts.audience, now);
@@ -118,7 +144,7 @@ export class Verifier {
   }
 
   /** Everything that does not depend on the caller or the clock: parse, header, key, signature, claim shapes. */
-  #checkSignedParts(jws: string): VerifiedClaims | RefusedCredential {
+  #checkSignedParts(jws: string, ahead?: { jws: string; key: KeyObject }): VerifiedClaims | RefusedCredential {
     const parts = splitCompact(jws);
     if (!parts) return refuse('malformed', 'not a compact JWS (three base64url parts)');
     const header = decodeHeader(parts[0]);
@@ -126,7 +152,8 @@ export class Verifier {
     const checked = checkHeader(header, CREDENTIAL_TYP, this.#algorithms, this.#sets);
     if ('refusal' in checked) return checked;
     const entry = checked;
-    if (!verifySignature(entry, parts)) return refuse('bad_signature', `signature does not verify with key "${entry.kid}"`);
+    const known = ahead !== undefined && ahead.jws === jws && ahead.key === entry.key; // found good in the pool
+    if (!known && !verifySignature(entry, parts)) return refuse('bad_signature', `signature does not verify with key "${entry.kid}"`);
     const c = decodePart(parts[1]);
     if (!c) return refuse('malformed', 'payload is not a base64url JSON object with unique member names');
     for (const name of REQUIRED) if (c[name] === undefined || c[name] === null) return refuse('missing_claim', `claim "${name}" is missing`);

@@ -10,7 +10,7 @@ import { headroomEntered, raiseHeadroom, type HeadroomMove } from '../ops/alerts
 import { iso } from '../domain/time.js';
 import { hasControl, lengthOver } from '../domain/text.js';
 import { finalityReason } from './finality-reason.js';
-import { decodeHeader, decodePart, isTyp, splitCompact, verifySignature } from '../sdk/jws.js';
+import { decodeHeader, decodePart, isTyp, splitCompact, verifySignature, verifySignatureAsync } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { settlements } from '../store/settlements.js';
 import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
@@ -65,7 +65,7 @@ const LIVE_REFUSAL: Partial<Record<StreamStatus, Refusal>> = { revoked: 'revoked
  * rail's reading of that source, taken before the write: a rail that cannot be read is a 503, nothing registered.
  */
 export async function verifyCredential(d: Deps, nodeId: string, jws: unknown): Promise<VerifyResult> {
-  const out = (await d.keyring.current()).verifier.verifyClaims(jws, { audience: nodeId, now: d.now() });
+  const out = await (await d.keyring.current()).verifier.verifyClaimsAsync(jws, { audience: nodeId, now: d.now() });
   if (!('ok' in out)) return out;
   const c = out.claims.result;
   // One read: the stream's standing, or (not registered yet) the revocation and budget that registering depends on.
@@ -397,8 +397,8 @@ export interface ParsedVoucher {
   iat: number;
 }
 
-/** Check a JWS voucher against the stream's `cnf.jwk`. Throws a voucher_refused error. */
-export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher {
+/** A JWS voucher's parts and the key and algorithm of the stream's `cnf.jwk` it must be signed with; throws the refusal. */
+function jwsVoucherKey(row: StreamRow, voucher: string): { parts: [string, string, string]; alg: 'EdDSA' | 'ES256'; key: KeyObject } {
   const parts = splitCompact(voucher);
   const header = parts && decodeHeader(parts[0]);
   if (!parts || !header) throw vRefuse('malformed', 'voucher is not a compact JWS');
@@ -408,13 +408,46 @@ export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher 
   if (!alg || header.alg !== alg) throw vRefuse('bad_signature', `voucher alg must be ${alg ?? 'EdDSA or ES256'} for the stream's voucher key`);
   if (!isTyp(header.typ, VOUCHER_TYP)) throw vRefuse('malformed', `voucher typ must be "${VOUCHER_TYP}"`);
   if (header.crit !== undefined || header.b64 !== undefined) throw vRefuse('malformed', 'critical or b64 header parameters are not supported');
-  let key: KeyObject;
   try {
-    key = voucherKey(row.voucher_key);
+    return { parts, alg, key: voucherKey(row.voucher_key) };
   } catch {
     throw vRefuse('bad_signature', "the stream's voucher key is not usable");
   }
-  if (!verifySignature({ alg, key }, parts)) throw vRefuse('bad_signature', "voucher signature does not verify with the credential's cnf key");
+}
+
+/**
+ * A voucher whose signature was found good, off the event loop, for one stream key (verifySignatureAsync): the judge
+ * then does not verify it again. Only a good signature is carried; anything else (a refusal to name, a bad signature)
+ * is left to the judge's own synchronous check, which gives the same answer and names it.
+ */
+export interface SignatureChecked {
+  readonly voucher: string;
+  readonly voucherKey: string;
+}
+
+/** The signature of a JWS voucher checked in the thread pool, before the voucher is judged on `row`. */
+async function checkSignatureAhead(row: StreamRow, voucher: unknown): Promise<SignatureChecked | undefined> {
+  if (typeof voucher !== 'string') return undefined;
+  let k: ReturnType<typeof jwsVoucherKey>;
+  try {
+    k = jwsVoucherKey(row, voucher);
+  } catch {
+    return undefined; // refused: the judge names why
+  }
+  if (!(await verifySignatureAsync(k, k.parts))) return undefined;
+  const checked = { voucher, voucherKey: row.voucher_key };
+  madeHere.add(checked);
+  return checked;
+}
+/** Only what checkSignatureAhead made is trusted (an object of the same shape from elsewhere is not). */
+const madeHere = new WeakSet<SignatureChecked>();
+
+/** Check a JWS voucher against the stream's `cnf.jwk`. Throws a voucher_refused error. `checked`: its signature was
+ *  found good for this voucher and this key already (checkSignatureAhead). */
+export function checkJwsVoucher(row: StreamRow, voucher: string, checked?: SignatureChecked): ParsedVoucher {
+  const { parts, alg, key } = jwsVoucherKey(row, voucher);
+  const known = checked !== undefined && madeHere.has(checked) && checked.voucher === voucher && checked.voucherKey === row.voucher_key;
+  if (!known && !verifySignature({ alg, key }, parts)) throw vRefuse('bad_signature', "voucher signature does not verify with the credential's cnf key");
   const c = decodePart(parts[1]);
   if (!c) throw vRefuse('malformed', 'voucher payload is not a JSON object');
   const amount = parsePositiveMicro(c.amount);
@@ -426,13 +459,13 @@ export function checkJwsVoucher(row: StreamRow, voucher: string): ParsedVoucher 
   return { stream: c.stream, amount, units, iat: c.iat };
 }
 
-export type VoucherChecker = (row: StreamRow, voucher: unknown, now: number) => ParsedVoucher;
+export type VoucherChecker = (row: StreamRow, voucher: unknown, now: number, checked?: SignatureChecked) => ParsedVoucher;
 
 /** Voucher encodings by the stream's cnf (jwk: JWS; addr: EIP-712, added by the escrow rail). */
 export const voucherCheckers: { jws: VoucherChecker; eip712: VoucherChecker } = {
-  jws: (row, v) => {
+  jws: (row, v, _now, checked) => {
     if (typeof v !== 'string') throw vRefuse('malformed', 'this stream takes JWS vouchers (a compact JWS string)');
-    return checkJwsVoucher(row, v);
+    return checkJwsVoucher(row, v, checked);
   },
   eip712: checkEip712Voucher,
 };
@@ -476,9 +509,11 @@ export async function submitVoucher(d: Deps, nodeId: string, id: string, voucher
   for (let attempt = 0; attempt < 3; attempt++) {
     const remembered = attempt === 0 ? cache?.get(key) : undefined;
     const row = remembered ?? (await requireStream(d.store.q, nodeId, id));
+    // The signature first, in the thread pool (JWS vouchers): the event loop serves other requests meanwhile.
+    const checked = await checkSignatureAhead(row, voucher);
     let j: ReturnType<typeof judgeVoucher>;
     try {
-      j = judgeVoucher(d, row, voucher);
+      j = judgeVoucher(d, row, voucher, checked);
     } catch (err) {
       if (!remembered) throw err;
       cache?.delete(key);
@@ -536,9 +571,9 @@ const lastBilled = (d: Deps) => {
 interface Judged { v: ParsedVoucher; cap: bigint; exhausted: boolean }
 
 /** The voucher against the stream as read: a refusal (thrown), `stale` at or below the billed truth, or what to bill. */
-function judgeVoucher(d: Deps, row: StreamRow, voucher: unknown): Judged | { accepted: false; reason: 'stale'; stream: string; billedMicro: string; billedUnits: string } {
+function judgeVoucher(d: Deps, row: StreamRow, voucher: unknown, checked?: SignatureChecked): Judged | { accepted: false; reason: 'stale'; stream: string; billedMicro: string; billedUnits: string } {
   requireFundingFresh(d, row);
-  const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now());
+  const v = (JSON.parse(row.voucher_key).addr ? voucherCheckers.eip712 : voucherCheckers.jws)(row, voucher, d.now(), checked);
   if (v.stream !== row.id) throw vRefuse('wrong_stream', `voucher is for stream ${v.stream}, not ${row.id}`);
   const billed = { billedMicro: row.billed_micro.toString(), billedUnits: row.billed_units.toString() };
   if (v.amount <= row.billed_micro) return { accepted: false as const, reason: 'stale' as const, stream: row.id, ...billed };

@@ -435,3 +435,38 @@ describe('Verifier: cache of verified credentials', () => {
     expect(refusal(bad)).toBe('unknown_key');
   });
 });
+
+describe('Verifier: the signature checked in the thread pool first (verifyClaimsAsync, the daemon)', () => {
+  it('answers exactly as verifyClaims, for every kind of credential', async () => {
+    const [h, p, s] = mint().split('.') as [string, string, string];
+    const sig = Buffer.from(s, 'base64url');
+    sig[3]! ^= 1;
+    const foreign = await keyPair('EdDSA', ed.kid);
+    const cases: unknown[] = [
+      mint(), mint({ key: es }), ` ${mint()}\n`, `${h}.${p}.${sig.toString('base64url')}`, `${h}.${p}.`, mint({ key: foreign }),
+      mint({ header: { kid: 'nobody' } }), mint({ claims: { exp: NOW - 3600 } }), mint({ claims: { aud: 'node-b' } }),
+      `${h}.${Buffer.from(JSON.stringify({ ...credentialClaims({ now: NOW, payer }), cap: '9' })).toString('base64url')}.${s}`,
+      signCompact({ alg: 'ES256', typ: 'allowance+jwt', kid: es.kid }, credentialClaims({ now: NOW }), es.privateKey, { dsaEncoding: 'der' }),
+      signCompact({ alg: 'EdDSA', typ: 'allowance+jwt', kid: ed.kid }, '[1,2]', ed.privateKey),
+      mint({ claims: { pad: 'x'.repeat(17 * 1024) } }), 'a.b.c', 42, undefined,
+    ];
+    for (const c of cases) {
+      const opts = { audience: NODE, now: at(NOW) };
+      const sync = new Verifier({ keys }).verifyClaims(c, opts);
+      const pooled = new Verifier({ keys });
+      expect(await pooled.verifyClaimsAsync(c, opts), String(c).slice(0, 40)).toEqual(sync);
+      expect(await pooled.verifyClaimsAsync(c, opts), 'again (from the cache when valid)').toEqual(sync);
+    }
+  });
+
+  it('what the pool found holds only for the key object it used: a key replaced meanwhile is checked again', async () => {
+    const set = new KeySet([trusted(ed)]);
+    const v = new Verifier({ keys: set });
+    const jws = mint();
+    const other = await keyPair('EdDSA', ed.kid);
+    const pending = v.verifyClaimsAsync(jws, { audience: NODE, now: at(NOW) });
+    // While the pool verifies with ed's key, the issuer's key under the same kid is replaced by another one.
+    set.replace([trusted(other)]);
+    expect(await pending).toMatchObject({ valid: false, refusal: 'bad_signature' });
+  });
+});
