@@ -249,10 +249,12 @@ export async function headroomJson(d: Deps, nodeId: string, id: string): Promise
     throw notFound('stream');
   }
   requireFundingFresh(d, row);
-  const hit = headroomBodies.get(row);
+  // PostgreSQL reads a new row object every time: nothing to find, nothing worth keeping.
+  const remembered = d.store.dialect === 'sqlite';
+  const hit = remembered ? headroomBodies.get(row) : undefined;
   if (hit !== undefined && hit.at === now) return hit.body;
   const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row)); // one clock reading throughout
-  headroomBodies.set(row, { at: now, body });
+  if (remembered) headroomBodies.set(row, { at: now, body });
   return body;
 }
 
