@@ -2,7 +2,7 @@
 // with node:crypto's one-shot verify: jose v6 routes every verify through WebCrypto's asynchronous
 // path, which alone measured 0.58 of the raw Ed25519 rate here, leaving no room for the claim checks.
 import { isUtf8 } from 'node:buffer';
-import { sign, verify, type KeyObject } from 'node:crypto';
+import { sign, verify, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { Refusal } from '../domain/refusals.js';
 import { Lru } from '../lru.js';
 
@@ -161,10 +161,10 @@ export function checkHeader<K extends SigningKey>(
 
 /** Verify the signature of a compact JWS with one key: EdDSA (Ed25519) or ES256 (raw r||s, 64 bytes). */
 export function verifySignature(k: { alg: string; key: KeyObject }, parts: readonly [string, string, string]): boolean {
-  const signed = signedBytes(k.alg, parts);
+  const signed = signedBytes(k, parts);
   if (!signed) return false;
   try {
-    return verify(signed.digest, signed.input, signed.alg === 'ES256' ? { key: k.key, dsaEncoding: 'ieee-p1363' } : k.key, signed.sig);
+    return verify(signed.digest, signed.input, signed.key, signed.sig);
   } catch {
     return false;
   }
@@ -176,20 +176,21 @@ export function verifySignature(k: { alg: string; key: KeyObject }, parts: reado
  * the ~110 µs of an Ed25519 verify (bench/verify's raw figure here) stop holding every other request.
  */
 export function verifySignatureAsync(k: { alg: string; key: KeyObject }, parts: readonly [string, string, string]): Promise<boolean> {
-  const signed = signedBytes(k.alg, parts);
+  const signed = signedBytes(k, parts);
   if (!signed) return Promise.resolve(false);
   return new Promise((resolve) => {
     try {
-      verify(signed.digest, signed.input, signed.alg === 'ES256' ? { key: k.key, dsaEncoding: 'ieee-p1363' } : k.key, signed.sig, (err, ok) => resolve(!err && ok));
+      verify(signed.digest, signed.input, signed.key, signed.sig, (err, ok) => resolve(!err && ok));
     } catch {
       resolve(false);
     }
   });
 }
 
-/** What a signature covers (header.payload as bytes) and the signature, for an algorithm we verify; else undefined. */
-function signedBytes(alg: string, parts: readonly [string, string, string]): { alg: string; digest: string | null; input: Buffer; sig: Buffer } | undefined {
-  if (alg !== 'EdDSA' && alg !== 'ES256') return undefined;
+/** What `verify` takes for this key and JWS: the digest, what the signature covers (header.payload as bytes), the key
+ *  (ES256: its raw r||s encoding) and the signature; undefined for an algorithm we do not verify or a bad signature part. */
+function signedBytes(k: { alg: string; key: KeyObject }, parts: readonly [string, string, string]): { digest: string | null; input: Buffer; key: KeyObject | VerifyKeyObjectInput; sig: Buffer } | undefined {
+  if (k.alg !== 'EdDSA' && k.alg !== 'ES256') return undefined;
   // Decoded with 'base64', which reads the url-safe alphabet too: the parts are base64url (splitCompact checked the
   // alphabet), so the bytes are the same; node's 'base64url' path left a signature that made the Ed25519 verify after
   // it ~7 % slower (bench/verify: 0.92 of raw with 'base64url', 0.99 with 'base64'; the decoding itself is 0.4 µs).
@@ -200,7 +201,7 @@ function signedBytes(alg: string, parts: readonly [string, string, string]): { a
   input.write(parts[0], 0, 'latin1');
   input[parts[0].length] = 0x2e; // '.'
   input.write(parts[1], parts[0].length + 1, 'latin1');
-  return { alg, digest: alg === 'ES256' ? 'sha256' : null, input, sig };
+  return k.alg === 'ES256' ? { digest: 'sha256', input, key: { key: k.key, dsaEncoding: 'ieee-p1363' }, sig } : { digest: null, input, key: k.key, sig };
 }
 
 /** A compact JWS over JSON header and payload, signed with an Ed25519 private key (EdDSA): receipts, dev tools. */

@@ -19,6 +19,13 @@ import type { Refusal } from '../domain/refusals.js';
 import { KeySet } from './keys.js';
 import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature, verifySignatureAsync } from './jws.js';
 
+/** A credential whose signature the thread pool found good with `key` (verifyClaimsAsync), and its parts. */
+interface SignatureAhead {
+  jws: string;
+  parts: [string, string, string];
+  key: KeyObject;
+}
+
 export interface VerifierOptions {
   keys: KeySet | KeySet[];
   algorithms?: readonly string[];
@@ -83,17 +90,17 @@ export class Verifier {
     return this.#verifyClaims(input, opts, checked);
   }
 
-  async #signatureAhead(jws: string): Promise<{ jws: string; key: KeyObject } | undefined> {
+  async #signatureAhead(jws: string): Promise<SignatureAhead | undefined> {
     if (jws.length > MAX_CREDENTIAL_BYTES || (this.#cacheVersion === this.#version() && this.#cache.has(jws))) return undefined;
     const parts = splitCompact(jws);
     const header = parts && decodeHeader(parts[0]);
     if (!parts || !header) return undefined;
     const entry = checkHeader(header, CREDENTIAL_TYP, this.#algorithms, this.#sets);
     if ('refusal' in entry) return undefined;
-    return (await verifySignatureAsync(entry, parts)) ? { jws, key: entry.key } : undefined;
+    return (await verifySignatureAsync(entry, parts)) ? { jws, parts, key: entry.key } : undefined;
   }
 
-  #verifyClaims(input: unknown, opts: VerifyOptions, checked: { jws: string; key: KeyObject } | undefined): Outcome {
+  #verifyClaims(input: unknown, opts: VerifyOptions, checked: SignatureAhead | undefined): Outcome {
     try {
       const now = opts.now ?? Date.now();
       if (typeof input !== 'string') return refuse('malformed', 'credential must be a string');
@@ -144,8 +151,8 @@ export class Verifier {
   }
 
   /** Everything that does not depend on the caller or the clock: parse, header, key, signature, claim shapes. */
-  #checkSignedParts(jws: string, ahead?: { jws: string; key: KeyObject }): VerifiedClaims | RefusedCredential {
-    const parts = splitCompact(jws);
+  #checkSignedParts(jws: string, ahead?: SignatureAhead): VerifiedClaims | RefusedCredential {
+    const parts = ahead?.jws === jws ? ahead.parts : splitCompact(jws);
     if (!parts) return refuse('malformed', 'not a compact JWS (three base64url parts)');
     const header = decodeHeader(parts[0]);
     if (!header) return refuse('malformed', 'protected header is not a base64url JSON object with unique member names');

@@ -177,8 +177,8 @@ export async function streamVerify(d: Deps, nodeId: string, id: string) {
   return { stream: row.id, open, payable: open && remaining > 0n, status: s.status, reason: s.reason, source: 'credential' as const };
 }
 
-/** Start of the window the observed rate is measured over. */
-const windowStart = (d: Deps) => d.now() - d.config.rateWindowSeconds * 1000;
+/** Start of the window the observed rate is measured over (at `now`, the clock's reading by default). */
+const windowStart = (d: Deps, now = d.now()) => now - d.config.rateWindowSeconds * 1000;
 
 function observedRate(d: Deps, row: HeadroomRow): bigint {
   const w = d.config.rateWindowSeconds;
@@ -221,17 +221,6 @@ function headroomOf(d: Deps, row: HeadroomRow) {
   };
 }
 
-export async function headroom(d: Deps, nodeId: string, id: string) {
-  const row = await headroomRow(d.store, nodeId, id, windowStart(d));
-  if (!row) {
-    const x = await x402StreamRow(d, nodeId, id);
-    if (x) return x402Headroom(d, x);
-    throw notFound('stream');
-  }
-  requireFundingFresh(d, row);
-  return headroomOf(d, row);
-}
-
 /**
  * The headroom answer as its JSON text: what GET /v1/streams/{id}/headroom sends. The answer is a function of the
  * stream's row and the clock's millisecond (config is fixed for the process); on SQLite the row is the one object
@@ -242,7 +231,7 @@ export async function headroom(d: Deps, nodeId: string, id: string) {
 const headroomBodies = new WeakMap<HeadroomRow, { at: number; body: string }>();
 export async function headroomJson(d: Deps, nodeId: string, id: string): Promise<string> {
   const now = d.now();
-  const row = await headroomRow(d.store, nodeId, id, now - d.config.rateWindowSeconds * 1000); // windowStart at `now`
+  const row = await headroomRow(d.store, nodeId, id, windowStart(d, now));
   if (!row) {
     const x = await x402StreamRow(d, nodeId, id);
     if (x) return JSON.stringify(x402Headroom(d, x));
@@ -425,19 +414,21 @@ function jwsVoucherKey(row: StreamRow, voucher: string): { parts: [string, strin
 export interface SignatureChecked {
   readonly voucher: string;
   readonly voucherKey: string;
+  /** What jwsVoucherKey found for this voucher and key (parts, algorithm, key object): the judge does not parse again. */
+  readonly signed: ReturnType<typeof jwsVoucherKey>;
 }
 
 /** The signature of a JWS voucher checked in the thread pool, before the voucher is judged on `row`. */
 async function checkSignatureAhead(row: StreamRow, voucher: unknown): Promise<SignatureChecked | undefined> {
   if (typeof voucher !== 'string') return undefined;
-  let k: ReturnType<typeof jwsVoucherKey>;
+  let signed: ReturnType<typeof jwsVoucherKey>;
   try {
-    k = jwsVoucherKey(row, voucher);
+    signed = jwsVoucherKey(row, voucher);
   } catch {
     return undefined; // refused: the judge names why
   }
-  if (!(await verifySignatureAsync(k, k.parts))) return undefined;
-  const checked = { voucher, voucherKey: row.voucher_key };
+  if (!(await verifySignatureAsync(signed, signed.parts))) return undefined;
+  const checked = { voucher, voucherKey: row.voucher_key, signed };
   madeHere.add(checked);
   return checked;
 }
@@ -447,8 +438,8 @@ const madeHere = new WeakSet<SignatureChecked>();
 /** Check a JWS voucher against the stream's `cnf.jwk`. Throws a voucher_refused error. `checked`: its signature was
  *  found good for this voucher and this key already (checkSignatureAhead). */
 export function checkJwsVoucher(row: StreamRow, voucher: string, checked?: SignatureChecked): ParsedVoucher {
-  const { parts, alg, key } = jwsVoucherKey(row, voucher);
   const known = checked !== undefined && madeHere.has(checked) && checked.voucher === voucher && checked.voucherKey === row.voucher_key;
+  const { parts, alg, key } = known ? checked.signed : jwsVoucherKey(row, voucher);
   if (!known && !verifySignature({ alg, key }, parts)) throw vRefuse('bad_signature', "voucher signature does not verify with the credential's cnf key");
   const c = decodePart(parts[1]);
   if (!c) throw vRefuse('malformed', 'voucher payload is not a JSON object');

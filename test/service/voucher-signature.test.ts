@@ -16,7 +16,7 @@ describe('JWS voucher signature', () => {
     expect(checkJwsVoucher(row, good)).toMatchObject({ stream: 's1', amount: 1000n });
     expect(() => checkJwsVoucher(row, forged)).toThrow(/signature does not verify/);
     // An object shaped like checkSignatureAhead's answer, made elsewhere: the signature is still checked.
-    const lookalike: SignatureChecked = { voucher: forged, voucherKey: row.voucher_key };
+    const lookalike: SignatureChecked = { voucher: forged, voucherKey: row.voucher_key, signed: { parts: forged.split('.') as [string, string, string], alg: 'EdDSA', key: payer.publicKey } };
     expect(() => checkJwsVoucher(row, forged, lookalike)).toThrow(/signature does not verify/);
   });
 });
