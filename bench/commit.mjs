@@ -12,10 +12,9 @@
 import { createServer } from 'node:http';
 import autocannon from 'autocannon';
 import Database from 'better-sqlite3';
-import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { report, result } from './lib/report.mjs';
-import { fmt, median, prepare } from './lib/setup.mjs';
+import { cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 5);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
@@ -100,11 +99,7 @@ try {
     }),
   };
   // CPU seconds (user + system, all threads) of the daemon, from /proc; and of this process (the load generator).
-  const daemonCpu = () => {
-    const stat = readFileSync(`/proc/${d.child.pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return (Number(f[11]) + Number(f[12])) / 100;
-  };
+  const daemonCpu = () => cpuSeconds(d.child.pid);
   const selfCpu = () => { const u = process.cpuUsage(); return (u.user + u.system) / 1e6; };
   const run = async (name, seconds = SECONDS) => {
     const c0 = [daemonCpu(), selfCpu()];

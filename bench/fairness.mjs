@@ -16,6 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { report, result } from './lib/report.mjs';
+import { cpuSeconds } from './lib/setup.mjs';
 
 const RATE = Number(process.env.BENCH_RATE ?? 100);
 const PACED_S = Number(process.env.BENCH_PACED_S ?? 15);
@@ -64,11 +65,6 @@ async function spawnChild(file, args) {
   return { child, info, call };
 }
 
-/** CPU time a process has used, ms (utime + stime from /proc, clock ticks of 10 ms). */
-function cpuMs(pid) {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1].split(' ');
-  return (Number(f[11]) + Number(f[12])) * 10;
-}
 
 async function clockOffset(c) {
   let best = { rtt: Infinity, off: 0 };
@@ -131,7 +127,7 @@ async function main() {
   /** RATE events/s per node for PACED_S s; latency of every event at the healthy receiver, sorted. */
   async function phase(label) {
     await healthy.call('reset');
-    const cpu0 = cpuMs(daemon.child.pid);
+    const cpu0 = cpuSeconds(daemon.child.pid) * 1000;
     const t0 = now();
     const [a, b] = await Promise.all([
       daemon.call('paced', { node: 'node-a', rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000),
@@ -139,7 +135,7 @@ async function main() {
     ]);
     const records = [...a.records, ...b.records];
     // The daemon's own CPU share over the phase: tells a busy machine (late events, low share) from a busy daemon.
-    const cpu = (cpuMs(daemon.child.pid) - cpu0) / (now() - t0);
+    const cpu = (cpuSeconds(daemon.child.pid) * 1000 - cpu0) / (now() - t0);
     // Wait (bounded) for the healthy receiver to have every event; a miss is counted, not waited for forever.
     const until = now() + 20_000;
     while (now() < until && (await healthy.call('count')).unique < records.length) await sleep(20);

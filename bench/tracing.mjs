@@ -9,21 +9,12 @@
 // target. For the record, the same with 10 % of traces sampled (parentbased_traceidratio 0.1): what an operator who
 // cannot afford every trace would run. Target (issue #23): on at 100 % >= 0.85 x off.
 // Env: BENCH_ROUNDS (3), BENCH_SECONDS (4), BENCH_CONNECTIONS (50).
-import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { report, result } from './lib/report.mjs';
-import { fmt, median, prepare } from './lib/setup.mjs';
+import { cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
-const TICKS_PER_S = 100; // USER_HZ: /proc/<pid>/stat counts CPU time in these
-
-/** CPU seconds the process has used (user + system). */
-const cpuSeconds = (pid) => {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) / TICKS_PER_S; // fields 14 and 15 of stat(5), counted after the comm field
-};
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const TARGET = 0.85;
 

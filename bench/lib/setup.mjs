@@ -1,8 +1,8 @@
-// Shared by bench/history, bench/headroom and bench/commit: a temp data dir prepared with the real CLI (one node,
+// Shared by the benches: a temp data dir prepared with the real CLI (one node,
 // its token, one trusted Ed25519 issuer key), the real daemon as a child process, and fast signing with node:crypto.
 import { execFileSync, spawn } from 'node:child_process';
 import { generateKeyPairSync, sign } from 'node:crypto';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -10,6 +10,14 @@ import { fileURLToPath } from 'node:url';
 export const BIN = fileURLToPath(new URL('../../bin/node-svc', import.meta.url));
 export const ISSUER = 'https://issuer.bench';
 export const NODE = 'node-a';
+
+/** CPU seconds a process has used, all its threads: utime + stime of /proc/<pid>/stat (fields 14 and 15 of stat(5),
+ *  counted after the comm field, which may hold spaces), in clock ticks of 1/100 s (USER_HZ). */
+export function cpuSeconds(pid) {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(f[11]) + Number(f[12])) / 100;
+}
 
 export const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 export const pct = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))]; };
