@@ -4,12 +4,12 @@
 // is ours: the SDK's Span and Tracer cost about 2 µs per span on the direct reads (limit checks per attribute, hrtime
 // conversions at start and end, a context per span), so a span here is a small object the exporter reads as a
 // ReadableSpan: attributes set in one object, the clock read once at each end and converted to [s, ns] only when
-// read, ids from a pooled random buffer. In http/protobuf (the default) a span is encoded when it ends
+// read, ids as 24 bytes of a random slab (hex only when read). In http/protobuf (the default) a span is encoded when it ends
 // (ops/otlp-proto.ts) instead of kept until its batch leaves. Parents are passed explicitly (no context manager:
 // AsyncLocalStorage would tax every promise of the process); a request's incoming `traceparent` is read with the W3C
 // propagator. What the CPU profiles of bench/tracing showed: README "Traces", Cost.
 import { randomFillSync } from 'node:crypto';
-import { diag, DiagLogLevel, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type HrTime, type Link, type SpanContext, type SpanStatus } from '@opentelemetry/api';
+import { diag, DiagLogLevel, isSpanContextValid, ROOT_CONTEXT, SpanKind, SpanStatusCode, trace, TraceFlags, type Attributes, type HrTime, type Link, type SpanContext, type SpanStatus, type TraceState } from '@opentelemetry/api';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { defaultResource, detectResources, envDetector, resourceFromAttributes, type Resource } from '@opentelemetry/resources';
 import {
@@ -19,6 +19,7 @@ import {
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
 import { log } from '../log.js';
 import { VERSION } from '../version.js';
+import type { EncodedAttributes } from './otlp-proto.js';
 import type { Attrs, AttrValue, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
 
 const KINDS: Record<SpanKindName, SpanKind> = { internal: SpanKind.INTERNAL, server: SpanKind.SERVER, client: SpanKind.CLIENT };
@@ -26,18 +27,48 @@ const UNSET: SpanStatus = Object.freeze({ code: SpanStatusCode.UNSET });
 const NONE: never[] = Object.freeze([]) as unknown as never[];
 const hex2 = (n: number) => (n & 0xff).toString(16).padStart(2, '0');
 
-// Ids: 8 KiB of randomness at a time, sliced as hex (one randomFillSync per 340 spans instead of Math.random per 4 bytes).
-const POOL = Buffer.allocUnsafe(8192);
-let poolAt = POOL.length;
-const ZEROS: Record<number, string> = { 8: '0'.repeat(16), 16: '0'.repeat(32) };
-function randomHex(bytes: number): string {
-  for (;;) {
-    if (poolAt + bytes > POOL.length) {
-      randomFillSync(POOL);
-      poolAt = 0;
+// Ids: each span takes 24 bytes of a slab of randomness (trace id 16, span id 8) that is never written again, so the
+// encoder copies a span's ids as bytes and the hex strings are made only when something reads them (a traceparent
+// header, a link, a child's parent): one randomFillSync per 341 spans, no hex on the direct reads.
+const SLAB = 24 * 341;
+let slab = randomFillSync(Buffer.allocUnsafe(SLAB));
+let slabAt = 0;
+const zero = (b: Buffer, at: number, n: number) => {
+  for (let i = at; i < at + n; i++) if (b[i] !== 0) return false;
+  return true;
+};
+
+/** A span's context over its 24 bytes of a slab; the hex ids made on first read. */
+class SlabContext implements SpanContext {
+  #traceId: string | undefined;
+  #spanId: string | undefined;
+  readonly slab: Buffer;
+  readonly at: number;
+  traceFlags = TraceFlags.NONE;
+  traceState: TraceState | undefined;
+  /** Ids for a new span: the parent's trace id (its bytes, or its hex), or a new one. */
+  constructor(parent: SpanContext | undefined) {
+    if (slabAt + 24 > SLAB) {
+      slab = randomFillSync(Buffer.allocUnsafe(SLAB));
+      slabAt = 0;
     }
-    const s = POOL.toString('hex', poolAt, (poolAt += bytes));
-    if (s !== ZEROS[bytes]) return s; // all zeros is the invalid id
+    const b = (this.slab = slab);
+    const at = (this.at = slabAt);
+    slabAt += 24;
+    if (parent instanceof SlabContext) {
+      parent.slab.copy(b, at, parent.at, parent.at + 16);
+      this.#traceId = parent.#traceId;
+    } else if (parent) {
+      b.write(parent.traceId, at, 16, 'hex');
+      this.#traceId = parent.traceId;
+    } else while (zero(b, at, 16)) randomFillSync(b, at, 16); // all zeros is the invalid id
+    while (zero(b, at + 16, 8)) randomFillSync(b, at + 16, 8);
+  }
+  get traceId(): string {
+    return (this.#traceId ??= this.slab.toString('hex', this.at, this.at + 16));
+  }
+  get spanId(): string {
+    return (this.#spanId ??= this.slab.toString('hex', this.at + 16, this.at + 24));
   }
 }
 
@@ -50,8 +81,17 @@ function hr(ms: number): HrTime {
   return ns >= 1e9 ? [s + 1, ns - 1e9] : [s, ns];
 }
 
+/** Samplers built here that never read the trace id (always on or off, at the root and under every kind of parent). */
+const IGNORES_TRACE_ID = new WeakSet<Sampler>();
+
 /** The sampler OTEL_TRACES_SAMPLER(_ARG) names (tracingConfig validated both), built from the SDK's samplers. */
 export function samplerFromEnv(env: NodeJS.ProcessEnv): Sampler {
+  const s = samplerNamed(env);
+  if (!(env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() ?? '').endsWith('traceidratio')) IGNORES_TRACE_ID.add(s);
+  return s;
+}
+
+function samplerNamed(env: NodeJS.ProcessEnv): Sampler {
   const name = env.OTEL_TRACES_SAMPLER?.trim().toLowerCase() || 'parentbased_always_on';
   const arg = env.OTEL_TRACES_SAMPLER_ARG?.trim();
   const ratio = () => new TraceIdRatioBasedSampler(arg ? Number(arg) : 1);
@@ -76,6 +116,9 @@ class RecordedSpan implements ReadableSpan, Span {
   readonly resource: Resource;
   readonly instrumentationScope: { name: string; version: string };
   status: SpanStatus = UNSET;
+  /** A server span's method, scheme and route, encoded once per route: the encoder uses them while they are still
+   *  the span's first attributes with those values (ops/otlp-proto.ts). */
+  encodedAttributes: EncodedAttributes | undefined;
   #ref: SpanRef | undefined;
   #end = -1;
 
@@ -83,7 +126,7 @@ class RecordedSpan implements ReadableSpan, Span {
     readonly owner: OtelTracer,
     public name: string,
     readonly kind: SpanKind,
-    readonly context: SpanContext,
+    readonly context: SlabContext,
     readonly parentSpanContext: SpanContext | undefined,
     attributes: Attributes,
     links: Link[] | undefined,
@@ -109,6 +152,13 @@ class RecordedSpan implements ReadableSpan, Span {
     const ms = Math.max(0, (this.#end < 0 ? this.start : this.#end) - this.start);
     const s = Math.floor(ms / 1000);
     return [s, Math.round((ms - s * 1000) * 1e6)];
+  }
+  /** ms since the epoch, as the encoder reads them (no [s, ns] array). */
+  get startMs(): number {
+    return this.start;
+  }
+  get endMs(): number {
+    return this.#end < 0 ? this.start : this.#end;
   }
   get ended(): boolean {
     return this.#end >= 0;
@@ -151,6 +201,8 @@ const getter = { get: (c: unknown, k: string) => (c as Record<string, string | s
 interface SpanSink {
   onEnd(span: RecordedSpan): void;
   shutdown(): Promise<void>;
+  /** Attributes encoded ahead (http/protobuf only). */
+  encodeAttributes?(attrs: Attributes): EncodedAttributes;
 }
 
 class OtelTracer implements Tracer {
@@ -158,22 +210,27 @@ class OtelTracer implements Tracer {
   /** OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT (OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT wins), as the SDK applies it. */
   readonly #valueLimit: number;
 
+  readonly #samplerReadsTraceId: boolean;
+
   constructor(readonly processor: SpanSink, readonly sampler: Sampler, readonly resource: Resource, readonly scope: { name: string; version: string }, env: NodeJS.ProcessEnv) {
+    this.#samplerReadsTraceId = !IGNORES_TRACE_ID.has(sampler);
     const n = Number(env.OTEL_SPAN_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || env.OTEL_ATTRIBUTE_VALUE_LENGTH_LIMIT?.trim() || NaN);
     this.#valueLimit = Number.isInteger(n) && n >= 0 ? n : Infinity;
   }
 
-  /** `GET /v1/streams/:id/headroom`, made once per method and route (a handful) instead of once per request. */
-  readonly #names = new Map<string, Map<string, string>>();
-  #nameOf(method: string, route: string): string {
-    let byRoute = this.#names.get(method);
-    if (!byRoute) this.#names.set(method, (byRoute = new Map()));
-    let n = byRoute.get(route);
-    if (n === undefined) {
-      n = `${method} ${route}`;
-      if (byRoute.size < 1000) byRoute.set(route, n);
+  /** Per method and route (a handful): the span name (`GET /v1/streams/:id/headroom`) and the route's fixed
+   *  attributes, encoded, made once instead of once per request. */
+  readonly #routes = new Map<string, Map<string, { name: string; fixed: Attributes; encoded: EncodedAttributes | undefined }>>();
+  #routeOf(method: string, route: string): { name: string; fixed: Attributes; encoded: EncodedAttributes | undefined } {
+    let byRoute = this.#routes.get(method);
+    if (!byRoute) this.#routes.set(method, (byRoute = new Map()));
+    let r = byRoute.get(route);
+    if (r === undefined) {
+      const fixed: Attributes = { 'http.request.method': method, 'url.scheme': 'http', 'http.route': route };
+      r = { name: `${method} ${route}`, fixed, encoded: this.processor.encodeAttributes?.(fixed) };
+      if (byRoute.size < 1000) byRoute.set(route, r);
     }
-    return n;
+    return r;
   }
 
   limit(v: AttrValue): AttrValue {
@@ -182,10 +239,12 @@ class OtelTracer implements Tracer {
 
   server(method: string, route: string, path: string, traceparent: string | string[] | undefined, attrs?: Attrs): Span {
     const parent = traceparent ? trace.getSpanContext(this.#propagator.extract(ROOT_CONTEXT, { traceparent }, getter)) : undefined;
-    const a: Attributes = route
-      ? { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http', 'http.route': route }
-      : { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http' };
-    return this.#make(route ? this.#nameOf(method, route) : method, SpanKind.SERVER, parent, a, attrs, undefined, undefined);
+    if (!route) return this.#make(method, SpanKind.SERVER, parent, { 'http.request.method': method, 'url.path': this.limit(path), 'url.scheme': 'http' }, attrs, undefined, undefined);
+    const r = this.#routeOf(method, route);
+    const a: Attributes = { 'http.request.method': method, 'url.scheme': 'http', 'http.route': route, 'url.path': this.limit(path) };
+    const span = this.#make(r.name, SpanKind.SERVER, parent, a, attrs, undefined, undefined);
+    span.encodedAttributes = r.encoded;
+    return span;
   }
 
   start(name: string, o: StartOptions = {}): Span {
@@ -199,13 +258,14 @@ class OtelTracer implements Tracer {
 
   #make(name: string, kind: SpanKind, parent: SpanContext | undefined, base: Attributes, attrs: Attrs | undefined, links: Link[] | undefined, startTime: number | undefined): RecordedSpan {
     const valid = parent !== undefined && isSpanContextValid(parent);
-    const traceId = valid ? parent.traceId : randomHex(16);
+    const context = new SlabContext(valid ? parent : undefined);
     if (attrs) for (const k in attrs) { const v = attrs[k]; if (v !== undefined) base[k] = this.limit(v); }
-    const r = this.sampler.shouldSample(valid ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT, traceId, name, kind, base, links ?? NONE);
+    // The trace id as hex only for a sampler that reads it (the ratio samplers); the others are given ''.
+    const r = this.sampler.shouldSample(valid ? trace.setSpanContext(ROOT_CONTEXT, parent) : ROOT_CONTEXT, this.#samplerReadsTraceId ? context.traceId : '', name, kind, base, links ?? NONE);
     if (r.attributes) Object.assign(base, r.attributes);
     const sampled = r.decision === SamplingDecision.RECORD_AND_SAMPLED;
-    const traceState = r.traceState ?? (valid ? parent.traceState : undefined);
-    const context: SpanContext = { traceId, spanId: randomHex(8), traceFlags: sampled ? TraceFlags.SAMPLED : TraceFlags.NONE, ...(traceState ? { traceState } : {}) };
+    context.traceFlags = sampled ? TraceFlags.SAMPLED : TraceFlags.NONE;
+    context.traceState = r.traceState ?? (valid ? parent.traceState : undefined);
     return new RecordedSpan(this, name, kind, context, valid ? parent : undefined, base, links, startTime ?? clock(), r.decision !== SamplingDecision.NOT_RECORD);
   }
 

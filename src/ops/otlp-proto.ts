@@ -25,6 +25,32 @@ export interface EncodableSpan {
   readonly attributes: Attributes;
   readonly links: Link[];
   readonly status: SpanStatus;
+  /** The same times as ms since the epoch, when the span has them (read instead: no [s, ns] arrays made). */
+  readonly startMs?: number;
+  readonly endMs?: number;
+  /** Its first attributes encoded ahead (encodeAttributes): used while they are still its first ones, with those values. */
+  readonly encodedAttributes?: EncodedAttributes | undefined;
+}
+
+/** A span context whose ids are bytes already: trace id at `at`, span id at `at + 16` (ops/otel.ts SlabContext). */
+interface IdBytes {
+  readonly slab?: Buffer;
+  readonly at?: number;
+}
+
+/** Attributes encoded once (a route's fixed ones), with the keys and values they stand for, in order. */
+export interface EncodedAttributes {
+  readonly bytes: Buffer;
+  readonly keys: readonly string[];
+  readonly values: readonly AttributeValue[];
+}
+
+/** `attrs` (string, number or boolean values) as the `attributes` entries of a span (field 9). */
+export function encodeAttributes(attrs: Attributes): EncodedAttributes {
+  const w = new Writer(256);
+  attributes(w, attrs, 9);
+  const keys = Object.keys(attrs);
+  return { bytes: Buffer.from(w.take()), keys, values: keys.map((k) => attrs[k]!) };
 }
 
 const HAS_IS_REMOTE = 0x100;
@@ -40,8 +66,9 @@ const varintSize = (v: number) => (v < 0x80 ? 1 : v < 0x4000 ? 2 : v < 0x200000 
 export class Writer {
   buf: Buffer;
   pos = 0;
-  constructor(size = 256 * 1024) {
-    this.buf = Buffer.allocUnsafe(size);
+  /** A new buffer of `size` bytes, or `buf` to write over (a batch buffer used again). */
+  constructor(size: number | Buffer = 256 * 1024) {
+    this.buf = typeof size === 'number' ? Buffer.allocUnsafe(size) : size;
   }
   ensure(n: number): void {
     if (this.pos + n <= this.buf.length) return;
@@ -123,16 +150,46 @@ export class Writer {
     this.ensure(4);
     this.pos = this.buf.writeUInt32LE(v >>> 0, this.pos);
   }
-  /** [s, ns] as fixed64 nanoseconds, exactly (s × 1e9 exceeds 2^53: split at 2^16 seconds). */
+  /** Bytes as they are. */
+  bytes(b: Uint8Array, from = 0, to = b.length): void {
+    this.ensure(to - from);
+    if (from === 0 && to === b.length) this.buf.set(b, this.pos);
+    else for (let i = from, p = this.pos; i < to; i++) this.buf[p++] = b[i]!; // a few bytes (ids): no subarray object
+    this.pos += to - from;
+  }
+  /** [s, ns] as fixed64 nanoseconds. */
   time(t: HrTime): void {
-    const [s, ns] = t;
+    this.timeOf(t[0], t[1]);
+  }
+  /** ms since the epoch as fixed64 nanoseconds, rounded as the SDK's HrTime is ([s, ns], ns rounded). */
+  timeMs(ms: number): void {
+    let s = Math.floor(ms / 1000);
+    let ns = Math.round((ms - s * 1000) * 1e6);
+    if (ns >= 1e9) {
+      s += 1;
+      ns -= 1e9;
+    }
+    this.timeOf(s, ns);
+  }
+  /** s, ns as fixed64 nanoseconds, exactly (s × 1e9 exceeds 2^53: split at 2^16 seconds). */
+  timeOf(s: number, ns: number): void {
     const lo = (s % 0x10000) * 1e9 + ns; // < 2^47
     const hi = Math.floor(s / 0x10000) * 1e9; // × 2^16, < 2^47 before the shift
     const low = ((hi % 0x10000) * 0x10000 + (lo % 0x100000000));
     this.ensure(8);
-    this.buf.writeUInt32LE(low >>> 0, this.pos);
-    this.buf.writeUInt32LE((Math.floor(hi / 0x10000) + Math.floor(lo / 0x100000000) + Math.floor(low / 0x100000000)) >>> 0, this.pos + 4);
-    this.pos += 8;
+    const a = low >>> 0;
+    const b = (Math.floor(hi / 0x10000) + Math.floor(lo / 0x100000000) + Math.floor(low / 0x100000000)) >>> 0;
+    const buf = this.buf;
+    const p = this.pos;
+    buf[p] = a;
+    buf[p + 1] = a >>> 8;
+    buf[p + 2] = a >>> 16;
+    buf[p + 3] = a >>> 24;
+    buf[p + 4] = b;
+    buf[p + 5] = b >>> 8;
+    buf[p + 6] = b >>> 16;
+    buf[p + 7] = b >>> 24;
+    this.pos = p + 8;
   }
   double(v: number): void {
     this.ensure(8);
@@ -213,9 +270,18 @@ function anyValue(w: Writer, v: AttributeValue | undefined | null): void {
   }
 }
 
-function attributes(w: Writer, attrs: Attributes, field: number): void {
+function attributes(w: Writer, attrs: Attributes, field: number, ahead?: EncodedAttributes): void {
+  let skip = 0;
+  if (ahead && leads(attrs, ahead)) {
+    w.bytes(ahead.bytes);
+    skip = ahead.keys.length;
+  }
   for (const k in attrs) {
     if (!Object.prototype.hasOwnProperty.call(attrs, k)) continue;
+    if (skip > 0) {
+      skip--;
+      continue;
+    }
     w.tag(field, 2);
     const kv = w.begin();
     w.tag(1, 2);
@@ -228,22 +294,50 @@ function attributes(w: Writer, attrs: Attributes, field: number): void {
   }
 }
 
+/** Whether `attrs` begins with exactly the keys and values encoded ahead (then those bytes stand for them). */
+function leads(attrs: Attributes, ahead: EncodedAttributes): boolean {
+  const n = ahead.keys.length;
+  let i = 0;
+  for (const k in attrs) {
+    if (i === n) break;
+    if (!Object.prototype.hasOwnProperty.call(attrs, k) || k !== ahead.keys[i] || attrs[k] !== ahead.values[i]) return false;
+    i++;
+  }
+  return i === n;
+}
+
 /** One span as the `spans` entry of a ScopeSpans (tag included), the official serializer's fields in its order. */
 export function encodeSpan(w: Writer, span: EncodableSpan): void {
   w.tag(2, 2);
   const at = w.begin2();
   const ctx = span.spanContext();
-  w.tag(1, 2);
-  w.hex(ctx.traceId);
-  w.tag(2, 2);
-  w.hex(ctx.spanId);
+  const ids = ctx as IdBytes;
+  if (ids.slab !== undefined && ids.at !== undefined) {
+    w.ensure(28);
+    w.buf[w.pos++] = 0x0a; // field 1 (trace id), 16 bytes
+    w.buf[w.pos++] = 16;
+    w.bytes(ids.slab, ids.at, ids.at + 16);
+    w.buf[w.pos++] = 0x12; // field 2 (span id), 8 bytes
+    w.buf[w.pos++] = 8;
+    w.bytes(ids.slab, ids.at + 16, ids.at + 24);
+  } else {
+    w.tag(1, 2);
+    w.hex(ctx.traceId);
+    w.tag(2, 2);
+    w.hex(ctx.spanId);
+  }
   const state = ctx.traceState?.serialize();
   if (state) {
     w.tag(3, 2);
     w.string(state);
   }
   const parent = span.parentSpanContext;
-  if (parent?.spanId) {
+  const parentIds = parent as IdBytes | undefined;
+  if (parentIds?.slab !== undefined && parentIds.at !== undefined) {
+    w.tag(4, 2);
+    w.uvarint(8);
+    w.bytes(parentIds.slab, parentIds.at + 16, parentIds.at + 24);
+  } else if (parent?.spanId) {
     w.tag(4, 2);
     w.hex(parent.spanId);
   }
@@ -252,10 +346,12 @@ export function encodeSpan(w: Writer, span: EncodableSpan): void {
   w.tag(6, 0);
   w.uvarint(span.kind + 1);
   w.tag(7, 1);
-  w.time(span.startTime);
+  if (span.startMs !== undefined) w.timeMs(span.startMs);
+  else w.time(span.startTime);
   w.tag(8, 1);
-  w.time(span.endTime);
-  attributes(w, span.attributes, 9);
+  if (span.endMs !== undefined) w.timeMs(span.endMs);
+  else w.time(span.endTime);
+  attributes(w, span.attributes, 9, span.encodedAttributes);
   w.tag(10, 0);
   w.uvarint(0);
   w.tag(12, 0); // no events
@@ -346,6 +442,8 @@ function wrap(h: { resource: Buffer; scope: Buffer }, schemaUrl: string | undefi
 interface Batch {
   body: Buffer;
   spans: number;
+  /** The buffer the body is a view of: written again for a later batch once this one was sent. */
+  buf: Buffer;
 }
 
 /**
@@ -360,7 +458,12 @@ export class EncodedSpanBatches {
   readonly #heads: { resource: Buffer; scope: Buffer };
   readonly #schemaUrl: string | undefined;
   readonly #exporter: OTLPExporterBase<Batch[]>;
-  #w = new Writer();
+  /** Room kept at the head of each batch buffer for the request's head (resource, scope, two tags and lengths). */
+  readonly #room: number;
+  /** Buffers of batches sent, to fill again (no new megabyte, no page faults, per batch). */
+  readonly #free: Buffer[] = [];
+  #size = 256 * 1024;
+  #w: Writer;
   #filling = 0;
   readonly #ready: Batch[] = [];
   #queued = 0;
@@ -384,6 +487,8 @@ export class EncodedSpanBatches {
     this.#timeoutMs = num('OTEL_BSP_EXPORT_TIMEOUT', 30000);
     this.#heads = heads(resource, scope);
     this.#schemaUrl = resource.schemaUrl;
+    this.#room = this.#heads.resource.length + this.#heads.scope.length + 12;
+    this.#w = this.#writer();
     // The official OTLP/HTTP protobuf exporter, as @opentelemetry/exporter-trace-otlp-proto builds it, with the
     // batch already encoded: serializing is handing over its bytes; the collector's answer is read by the official code.
     this.#exporter = new OTLPExporterBase(createOtlpHttpExportDelegate(
@@ -393,6 +498,11 @@ export class EncodedSpanBatches {
       { name: 'span', countItems: (batches: Batch[]) => batches.reduce((n, b) => n + b.spans, 0) },
       undefined, // no self-observability meter
     ));
+  }
+
+  /** A route's fixed attributes, encoded once (ops/otel.ts): the spans that begin with them skip encoding them. */
+  encodeAttributes(attrs: Attributes): EncodedAttributes {
+    return encodeAttributes(attrs);
   }
 
   onEnd(span: EncodableSpan): void {
@@ -415,12 +525,40 @@ export class EncodedSpanBatches {
     }
   }
 
+  /** A writer for the next batch: a sent batch's buffer when there is one, spans written after the room for the head. */
+  #writer(): Writer {
+    const w = new Writer(this.#free.pop() ?? this.#size);
+    w.pos = this.#room;
+    return w;
+  }
+
+  /** The batch as one export request, in its own buffer: the head written into the room before the spans (what
+   *  wrap() makes, without copying the spans). */
   #seal(): void {
     if (!this.#filling) return;
-    this.#ready.push({ body: wrap(this.#heads, this.#schemaUrl, this.#w.take()), spans: this.#filling }); // a copy: the writer is reused
+    const w = this.#w;
+    const spans = w.pos - this.#room;
+    if (this.#schemaUrl) {
+      w.tag(3, 2);
+      w.string(this.#schemaUrl);
+    }
+    const { resource, scope } = this.#heads;
+    const scopeSpans = scope.length + spans; // ScopeSpans: its scope, then the spans
+    const resourceSpans = resource.length + 1 + varintSize(scopeSpans) + scopeSpans + (w.pos - this.#room - spans);
+    const start = this.#room - (1 + varintSize(resourceSpans) + resource.length + 1 + varintSize(scopeSpans) + scope.length);
+    const end = w.pos;
+    w.pos = start;
+    w.tag(1, 2);
+    w.uvarint(resourceSpans);
+    w.bytes(resource);
+    w.tag(2, 2);
+    w.uvarint(scopeSpans);
+    w.bytes(scope);
+    this.#ready.push({ body: w.buf.subarray(start, end), spans: this.#filling, buf: w.buf });
+    this.#size = Math.max(this.#size, w.buf.length);
+    this.#w = this.#writer();
     this.#queued += this.#filling;
     this.#filling = 0;
-    this.#w.pos = 0;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
   }
@@ -443,6 +581,9 @@ export class EncodedSpanBatches {
       timer.unref();
       this.#exporter.export([batch], (r: ExportResult) => {
         clearTimeout(timer);
+        // The transport is done with the body (sent, retried, or given up): its buffer can take a later batch. Not
+        // after a timeout of ours: the transport may still be sending it.
+        if (this.#free.length < 2 && batch.buf.length >= this.#size) this.#free.push(batch.buf);
         if (r.code !== ExportResultCode.SUCCESS) globalErrorHandler(r.error ?? new Error('span export failed'));
         resolve();
       });

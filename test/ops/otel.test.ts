@@ -1,5 +1,7 @@
 // ops/otel.ts without a daemon: node-svc's spans under the samplers OTEL_TRACES_SAMPLER names (the SDK's), the value
 // length limit, and what reaches a collector (test/helpers/otlp.ts decodes it) when the tracer stops.
+import { ProtobufTraceSerializer } from '@opentelemetry/otlp-transformer';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { randomBytes } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { otelTracer } from '../../src/ops/otel.js';
@@ -42,6 +44,32 @@ describe('otelTracer', () => {
     expect(got).toMatchObject({ traceId: sampled.trace, parentSpanId: sampled.span, name: 'GET /v1/streams/:id/headroom' });
     expect(got.attributes['http.response.status_code']).toBe(200);
     expect(got.resource['service.name']).toBe('node-svc');
+  });
+
+  it('exports the official serializer\'s bytes for its own spans: ids from the slab, a route\'s attributes encoded once, times in ms', async () => {
+    const t = await tracerWith({ OTEL_TRACES_SAMPLER: 'always_on' });
+    const remote = parent('01');
+    const a = t.server('GET', '/v1/streams/:id/headroom', '/v1/streams/a/headroom', header(remote));
+    const b = t.server('GET', '/v1/streams/:id/headroom', '/v1/streams/b/headroom', undefined);
+    // The route's attributes set again after the start: the bytes encoded ahead no longer stand for them.
+    const moved = t.server('GET', '/v1/streams/:id/headroom', '/v1/streams/c/headroom', undefined);
+    moved.set({ 'http.route': '/v1/streams/:id/finality', 'http.request.method': 'GET' });
+    const early = t.server('POST', '', '/v1/x', undefined); // route not known yet: nothing encoded ahead
+    early.rename('POST /v1/x');
+    const child = b.child('voucher.accept', { 'node_svc.stream': 'b' }); // a local parent: its id bytes from the slab
+    const grandchild = child.child('voucher.judge');
+    const linked = t.start('settlement.submit', { kind: 'client', links: [a.ref, child.ref], attributes: { 'server.port': 8545 } });
+    const spans = [grandchild, child, a, b, moved, early, linked];
+    for (const s of spans) endHttp(s, 200);
+    expect(a.traceparent).toBe(`00-${remote.trace}-${a.ref.spanId}-01`);
+    expect(child.traceparent.slice(3, 35)).toBe(b.ref.traceId);
+    expect(new Set(spans.map((s) => s.ref.spanId)).size).toBe(spans.length);
+    await t.shutdown();
+    expect(otlp!.bodies).toHaveLength(1);
+    const official = Buffer.from(ProtobufTraceSerializer.serializeRequest(spans as unknown as ReadableSpan[])!);
+    expect(otlp!.bodies[0]!.toString('hex')).toBe(official.toString('hex'));
+    expect(otlp!.spans.find((s) => s.attributes['url.path'] === '/v1/streams/c/headroom')!.attributes['http.route']).toBe('/v1/streams/:id/finality');
+    expect(otlp!.spans.find((s) => s.name === 'voucher.judge')!.parentSpanId).toBe(child.ref.spanId);
   });
 
   it('traceidratio 0 samples nothing; always_on samples even under a not-sampled parent', async () => {

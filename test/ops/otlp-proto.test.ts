@@ -109,4 +109,35 @@ describe('EncodedSpanBatches', () => {
       server.close();
     }
   });
+
+  it('a batch buffer sent is filled again for a later batch; each request still the official bytes (with a schema URL)', async () => {
+    const bodies: Buffer[] = [];
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => { bodies.push(Buffer.concat(chunks)); res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(); });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT = `http://127.0.0.1:${(server.address() as AddressInfo).port}/v1/traces`;
+    const withSchema = resourceFromAttributes({ 'service.name': 'node-svc-test' }, { schemaUrl: 'https://opentelemetry.io/schemas/1.30.0' });
+    const scoped = (o: Parameters<typeof span>[0]) => ({ ...span(o), resource: withSchema });
+    try {
+      const b = new EncodedSpanBatches(withSchema, scope, { OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '3', OTEL_BSP_SCHEDULE_DELAY: '60000' });
+      const sent: ReadableSpan[][] = [];
+      for (let k = 0; k < 4; k++) {
+        // Batches of different lengths, so that a shorter one written over a longer one's buffer shows any leftover.
+        const batch = Array.from({ length: 3 }, (_, i) => scoped({ name: `b${k}-${i}`, kind: SpanKind.SERVER, start: [10 + k, i], end: [11 + k, i], attributes: { 'url.path': `/${'p'.repeat(k % 2 ? 5 : 400)}`, i } }));
+        for (const s of batch) b.onEnd(s);
+        sent.push(batch);
+        for (let t = 0; bodies.length < k + 1 && t < 200; t++) await new Promise((r) => setTimeout(r, 5));
+        await new Promise((r) => setTimeout(r, 5)); // the export's answer read: its buffer free again
+      }
+      await b.shutdown();
+      const official = (xs: ReadableSpan[]) => Buffer.from(ProtobufTraceSerializer.serializeRequest(xs)!).toString('hex');
+      expect(bodies.map((x) => x.toString('hex'))).toEqual(sent.map(official));
+      expect(bodies[0]!.includes('https://opentelemetry.io/schemas/1.30.0')).toBe(true);
+    } finally {
+      server.close();
+    }
+  });
 });
