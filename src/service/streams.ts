@@ -17,6 +17,7 @@ import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, fundingSources, headroomRow, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
 import { lockKey, writeOne, type Sql } from '../store/sql.js';
+import type { PostgresStore } from '../store/postgres.js';
 import { Lru } from '../lru.js';
 import { x402Finality, x402Headroom, x402Page, x402StreamRow, x402Summary, x402Verify } from './x402-streams.js';
 
@@ -223,28 +224,59 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 
 /**
  * The headroom answer as its JSON text: what GET /v1/streams/{id}/headroom sends. The answer is a function of the
- * stream's row and the clock's millisecond (config is fixed for the process); on SQLite the row is the one object
- * remembered while nothing changed (store/streams.ts headroomRow), so a stream read many times in one millisecond
- * (a node checking before each paid unit) is computed and serialized once for that millisecond. The rail's funding
- * check runs on every request (its answer is not the row's). bench/http: about 4 µs of the ~28 µs a read cost.
+ * stream's row and the clock's millisecond (config is fixed for the process), so a stream read many times in one
+ * millisecond (a node checking before each paid unit) is computed and serialized once for that millisecond:
+ * - SQLite: the row is the one object remembered while nothing changed (store/streams.ts headroomRow: any commit, of
+ *   this daemon or of another process, forgets it), and the text is kept with it for its millisecond.
+ * - PostgreSQL: the row and the text are kept for the millisecond they were read in, and not past a write of this
+ *   daemon (its change mark) nor past 1 ms of the process's own clock (a test's fixed clock does not stretch it). A
+ *   write of another daemon is seen by the next millisecond's read: the same bound as SQLite's look at other
+ *   processes' commits (`PRAGMA data_version`, read at most once a millisecond). Money does not depend on it: a
+ *   voucher is judged on the stream as it is in the database (conditional update).
+ * The rail's funding check runs on every request (its answer is not the row's). bench/http: about 4 µs of the ~28 µs
+ * a read cost; bench/postgres: a read of the database per stream per millisecond instead of one per request.
  */
 const headroomBodies = new WeakMap<HeadroomRow, { at: number; body: string }>();
+interface KeptRead { at: number; clock: number; mark: number; row: HeadroomRow; body: string }
+const pgReads = new WeakMap<object, Lru<string, KeptRead>>();
+/** Streams whose last headroom read is kept per PostgreSQL store (a row and its text: a few hundred bytes each). */
+const PG_KEPT_READS = 2_000;
 export async function headroomJson(d: Deps, nodeId: string, id: string): Promise<string> {
   const now = d.now();
+  if (d.store.dialect === 'postgres') return pgHeadroomJson(d, d.store as PostgresStore, nodeId, id, now);
   const row = await headroomRow(d.store, nodeId, id, windowStart(d, now));
-  if (!row) {
-    const x = await x402StreamRow(d, nodeId, id);
-    if (x) return JSON.stringify(x402Headroom(d, x));
-    throw notFound('stream');
-  }
+  if (!row) return x402HeadroomJson(d, nodeId, id);
   requireFundingFresh(d, row);
-  // PostgreSQL reads a new row object every time: nothing to find, nothing worth keeping.
-  const remembered = d.store.dialect === 'sqlite';
-  const hit = remembered ? headroomBodies.get(row) : undefined;
+  const hit = headroomBodies.get(row);
   if (hit !== undefined && hit.at === now) return hit.body;
   const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row)); // one clock reading throughout
-  if (remembered) headroomBodies.set(row, { at: now, body });
+  headroomBodies.set(row, { at: now, body });
   return body;
+}
+
+async function pgHeadroomJson(d: Deps, store: PostgresStore, nodeId: string, id: string, now: number): Promise<string> {
+  let kept = pgReads.get(store);
+  if (!kept) pgReads.set(store, (kept = new Lru(PG_KEPT_READS)));
+  const key = `${nodeId}\n${id}`;
+  const hit = kept.get(key);
+  if (hit !== undefined && hit.at === now && hit.mark === store.changeMark() && performance.now() - hit.clock < 1) {
+    requireFundingFresh(d, hit.row);
+    return hit.body;
+  }
+  const mark = store.changeMark();
+  const clock = performance.now();
+  const row = await headroomRow(store, nodeId, id, windowStart(d, now));
+  if (!row) return x402HeadroomJson(d, nodeId, id);
+  requireFundingFresh(d, row);
+  const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row));
+  if (store.changeMark() === mark) kept.set(key, { at: now, clock, mark, row, body });
+  return body;
+}
+
+async function x402HeadroomJson(d: Deps, nodeId: string, id: string): Promise<string> {
+  const x = await x402StreamRow(d, nodeId, id);
+  if (x) return JSON.stringify(x402Headroom(d, x));
+  throw notFound('stream');
 }
 
 export async function finalityOf(d: Deps, row: StreamRow) {

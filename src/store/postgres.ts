@@ -11,6 +11,12 @@ import type { Invalidation, Params, Sql, Store } from './sql.js';
 
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
+  /**
+   * Moves when a write of this daemon ends (write(), transaction(), a lone writing statement): a read remembered with
+   * a mark is not current once it moved. Writes of other daemons do not move it (service/streams.ts headroomJson
+   * keeps a read for one millisecond at most for that reason).
+   */
+  changeMark(): number;
 }
 
 export interface PostgresStoreOptions {
@@ -394,6 +400,10 @@ class PgStore implements PostgresStore {
   readonly q: Sql;
   /** Lone writing statements (store/sql.ts writeOne): each committed on its own, on a pooled connection. */
   readonly autocommit: Sql;
+  #mark = 0;
+  changeMark(): number {
+    return this.#mark;
+  }
   readonly #reads: Pipelines;
   readonly stats = { commits: 0, jobs: 0 };
   readonly #target: Target;
@@ -449,6 +459,8 @@ class PgStore implements PostgresStore {
         } catch (err) {
           client.release(isConnectionError(err) ? (err as Error) : undefined);
           throw err;
+        } finally {
+          this.#mark++;
         }
       },
     }, () => true);
@@ -548,7 +560,8 @@ class PgStore implements PostgresStore {
     let p: Promise<T>;
     if (this.#running < this.#maxRunning) p = this.#runWrite(fn);
     else p = new Promise<T>((resolve, reject) => void this.#waiting.push({ fn, resolve, reject } as Waiting));
-    const tracked = p.then(() => undefined, () => undefined);
+    // First of p's reactions: the mark moves before the writer's own code goes on.
+    const tracked = p.then(() => void this.#mark++, () => void this.#mark++);
     this.#writes.add(tracked);
     void tracked.then(() => this.#writes.delete(tracked));
     return p;
@@ -733,6 +746,8 @@ class PgStore implements PostgresStore {
       return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn);
     } catch (err) {
       throw this.wrap(err);
+    } finally {
+      this.#mark++;
     }
   }
 

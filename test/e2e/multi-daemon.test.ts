@@ -689,6 +689,43 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     summary({ test: 'voucher-race', streams: STREAMS, rounds: ROUNDS, accepted: won, stale });
   });
 
+  it('a headroom read is kept a millisecond at most: a voucher billed through one daemon shows through the other at the next read after it, while that one is read without pause; its own voucher at once', async () => {
+    const c = await cluster('kept', 2);
+    const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];
+    const payer = await payerKeyPair();
+    const stream = uid('kept');
+    const credential = mintCredential({ key: issuer, payer, claims: { stream, cap: '100000000' } });
+    expect((await clientOf(a.url, c.token).post('/v1/allowances/verify', { credential })).status).toBe(200);
+    const read = async (d: RunningDaemon) => {
+      const h = await clientOf(d.url, c.token).get(`/v1/streams/${stream}/headroom`);
+      expect(h.status, h.text).toBe(200);
+      return BigInt(h.body.billedMicro);
+    };
+    // Readers on b all along (each read within a millisecond of the last: what b keeps is always fresh).
+    let reading = true;
+    let reads = 0;
+    const readers = Array.from({ length: 4 }, async () => { while (reading) { await read(b); reads++; } });
+    try {
+      for (let round = 1; round <= 30; round++) {
+        const through = round % 2 ? a : b;
+        const amount = BigInt(round * 1000);
+        const r = await clientOf(through.url, c.token).post(`/v1/streams/${stream}/vouchers`, { voucher: signVoucher(payer, { stream, amount: String(amount), units: String(amount) }) });
+        expect(r.status, r.text).toBe(200);
+        expect(r.body.accepted).toBe(true);
+        if (through === b) expect(await read(b)).toBe(amount); // its own write: at once
+        else {
+          await sleep(2);
+          expect(await read(b)).toBe(amount); // another daemon's: by the next millisecond
+        }
+      }
+    } finally {
+      reading = false;
+      await Promise.all(readers);
+    }
+    expect(reads).toBeGreaterThan(30);
+    summary({ test: 'headroom-kept', reads });
+  });
+
   it('a write held open while later ones commit: GET /v1/events serves nothing past it (not even through the other daemon), then pages through both with nothing skipped; since= finds it too', async () => {
     const c = await cluster('held', 2);
     const [a, b] = c.daemons as [RunningDaemon, RunningDaemon];

@@ -133,6 +133,28 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(5);
     });
 
+    it('moves its change mark when a write of its own ends (write, transaction, a lone statement, a failed write too), before the writer goes on; reads leave it', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE m (id BIGINT PRIMARY KEY)');
+      let m = s.changeMark();
+      const seen: number[] = [];
+      await s.write(async (tx) => { await tx.run('INSERT INTO m(id) VALUES (1)'); });
+      seen.push(s.changeMark()); // the first thing after the write: already moved
+      expect(seen[0]).toBeGreaterThan(m);
+      m = s.changeMark();
+      await s.q.value('SELECT COUNT(*) FROM m');
+      await s.q.get('SELECT id FROM m WHERE id = ?', [1]);
+      expect(s.changeMark()).toBe(m); // reads do not move it
+      await s.q.run('INSERT INTO m(id) VALUES (2)');
+      expect(s.changeMark()).toBeGreaterThan(m);
+      m = s.changeMark();
+      await s.transaction(async (tx) => { await tx.run('INSERT INTO m(id) VALUES (3)'); });
+      expect(s.changeMark()).toBeGreaterThan(m);
+      m = s.changeMark();
+      await expect(s.write(async (tx) => { await tx.run('INSERT INTO m(id) VALUES (1)'); })).rejects.toThrow(); // duplicate key
+      expect(s.changeMark()).toBeGreaterThan(m);
+    });
+
     it('runs the writes that find every connection busy together: one transaction and one commit, a savepoint each; a job that fails fails alone', async () => {
       const s = await openAt(await freshDb(), { poolSize: 2 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
