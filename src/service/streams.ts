@@ -228,16 +228,27 @@ function headroomOf(d: Deps, row: HeadroomRow) {
  * millisecond (a node checking before each paid unit) is computed and serialized once for that millisecond:
  * - SQLite: the row is the one object remembered while nothing changed (store/streams.ts headroomRow: any commit, of
  *   this daemon or of another process, forgets it), and the text is kept with it for its millisecond.
- * - PostgreSQL: the row and the text are kept for the millisecond they were read in, and not past a write of this
- *   daemon (its change mark) nor past 1 ms of the process's own clock (a test's fixed clock does not stretch it). A
- *   write of another daemon is seen by the next millisecond's read: the same bound as SQLite's look at other
- *   processes' commits (`PRAGMA data_version`, read at most once a millisecond). Money does not depend on it: a
- *   voucher is judged on the stream as it is in the database (conditional update).
+ * - PostgreSQL: a read of the row is used for 1 ms of the process's own clock from its start (a test's fixed clock
+ *   does not stretch it) and not past a write of this daemon (the store's change mark); requests that come while it
+ *   is on its way wait for it instead of reading too. The text is kept with it for its millisecond. A write of
+ *   another daemon is seen by a read 1 ms later: the same bound as SQLite's look at other processes' commits
+ *   (`PRAGMA data_version`, read at most once a millisecond). Money does not depend on it: a voucher is judged on the
+ *   stream as it is in the database (conditional update).
  * The rail's funding check runs on every request (its answer is not the row's). bench/http: about 4 µs of the ~28 µs
  * a read cost; bench/postgres: a read of the database per stream per millisecond instead of one per request.
  */
 const headroomBodies = new WeakMap<HeadroomRow, { at: number; body: string }>();
-interface KeptRead { at: number; clock: number; mark: number; row: HeadroomRow; body: string }
+interface KeptRead {
+  /** performance.now() and the store's change mark when the read began: good for 1 ms, and while the mark stays. */
+  clock: number;
+  mark: number;
+  /** The read while it is on its way (requests meanwhile wait for it rather than read again), then its row. */
+  pending: Promise<HeadroomRow | undefined> | undefined;
+  row: HeadroomRow | undefined;
+  /** The answer's text and the millisecond it is for. */
+  at: number;
+  body: string;
+}
 const pgReads = new WeakMap<object, Lru<string, KeptRead>>();
 /** Streams whose last headroom read is kept per PostgreSQL store (a row and its text: a few hundred bytes each). */
 const PG_KEPT_READS = 2_000;
@@ -258,18 +269,21 @@ async function pgHeadroomJson(d: Deps, store: PostgresStore, nodeId: string, id:
   let kept = pgReads.get(store);
   if (!kept) pgReads.set(store, (kept = new Lru(PG_KEPT_READS)));
   const key = `${nodeId}\n${id}`;
-  const hit = kept.get(key);
-  if (hit !== undefined && hit.at === now && hit.mark === store.changeMark() && performance.now() - hit.clock < 1) {
-    requireFundingFresh(d, hit.row);
-    return hit.body;
-  }
   const mark = store.changeMark();
-  const clock = performance.now();
-  const row = await headroomRow(store, nodeId, id, windowStart(d, now));
+  let e = kept.get(key);
+  if (e === undefined || e.mark !== mark || performance.now() - e.clock >= 1) {
+    const entry: KeptRead = { clock: performance.now(), mark, pending: headroomRow(store, nodeId, id, windowStart(d, now)), row: undefined, at: -1, body: '' };
+    kept.set(key, entry);
+    entry.pending!.then((row) => { entry.row = row; entry.pending = undefined; }, () => { if (kept.get(key) === entry) kept.delete(key); });
+    e = entry;
+  }
+  const row = e.pending ? await e.pending : e.row;
   if (!row) return x402HeadroomJson(d, nodeId, id);
   requireFundingFresh(d, row);
-  const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row));
-  if (store.changeMark() === mark) kept.set(key, { at: now, clock, mark, row, body });
+  if (e.at === now) return e.body;
+  const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row)); // one clock reading throughout
+  e.at = now;
+  e.body = body;
   return body;
 }
 
