@@ -581,9 +581,10 @@ export class EncodedSpanBatches {
       timer.unref();
       this.#exporter.export([batch], (r: ExportResult) => {
         clearTimeout(timer);
-        // The transport is done with the body (sent, retried, or given up): its buffer can take a later batch. Not
-        // after a timeout of ours: the transport may still be sending it.
-        if (this.#free.length < 2 && batch.buf.length >= this.#size) this.#free.push(batch.buf);
+        // Sent and answered 2xx: the transport is done with the body, so its buffer can take a later batch. Not after
+        // a failure (a collector may answer 4xx/5xx while the body is still being written, or gzipped, from that
+        // memory) nor after a timeout of ours (the transport may still be sending it): that buffer is left to the GC.
+        if (r.code === ExportResultCode.SUCCESS && this.#free.length < 2 && batch.buf.length >= this.#size) this.#free.push(batch.buf);
         if (r.code !== ExportResultCode.SUCCESS) globalErrorHandler(r.error ?? new Error('span export failed'));
         resolve();
       });

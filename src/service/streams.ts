@@ -242,6 +242,9 @@ interface KeptRead {
   /** performance.now() and the store's change mark when the read began: good for 1 ms, and while the mark stays. */
   clock: number;
   mark: number;
+  /** d.now() of the request that began it: used for requests within the millisecond after (a clock that steps does
+   *  not reuse a read made for another rate window). */
+  now: number;
   /** The read while it is on its way (requests meanwhile wait for it rather than read again), then its row. */
   pending: Promise<HeadroomRow | undefined> | undefined;
   row: HeadroomRow | undefined;
@@ -271,8 +274,8 @@ async function pgHeadroomJson(d: Deps, store: PostgresStore, nodeId: string, id:
   const key = `${nodeId}\n${id}`;
   const mark = store.changeMark();
   let e = kept.get(key);
-  if (e === undefined || e.mark !== mark || performance.now() - e.clock >= 1) {
-    const entry: KeptRead = { clock: performance.now(), mark, pending: headroomRow(store, nodeId, id, windowStart(d, now)), row: undefined, at: -1, body: '' };
+  if (e === undefined || e.mark !== mark || performance.now() - e.clock >= 1 || now - e.now < 0 || now - e.now > 1) {
+    const entry: KeptRead = { clock: performance.now(), mark, now, pending: headroomRow(store, nodeId, id, windowStart(d, now)), row: undefined, at: -1, body: '' };
     kept.set(key, entry);
     entry.pending!.then((row) => { entry.row = row; entry.pending = undefined; }, () => { if (kept.get(key) === entry) kept.delete(key); });
     e = entry;

@@ -12,9 +12,10 @@ import type { Invalidation, Params, Sql, Store } from './sql.js';
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
   /**
-   * Moves when a write of this daemon ends (write(), transaction(), a lone writing statement): a read remembered with
-   * a mark is not current once it moved. Writes of other daemons do not move it (service/streams.ts headroomJson
-   * keeps a read for one millisecond at most for that reason).
+   * Moves when a write of this daemon ends (write(), transaction(), a lone statement through `q.run` or `autocommit`):
+   * a read remembered with a mark is not current once it moved. Writes of other daemons do not move it
+   * (service/streams.ts headroomJson keeps a read for one millisecond at most for that reason). A writing statement
+   * sent with `q.get`/`q.all`/`q.value` (the read connections) would not move it: write with run(), writeOne or write().
    */
   changeMark(): number;
 }
@@ -679,6 +680,7 @@ class PgStore implements PostgresStore {
         const res = await c.query('COMMIT');
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
         this.stats.commits++;
+        this.#mark++; // before anything the commit lets go on (resolved jobs, after-commit callbacks)
       }
       client.release();
       client = undefined;
@@ -721,6 +723,7 @@ class PgStore implements PostgresStore {
         const res = await client.query('COMMIT');
         // COMMIT of a transaction in error (a job that swallowed an error of its own) answers ROLLBACK rather than failing.
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
+        this.#mark++; // before the after-commit callbacks
       }
       client.release();
       for (const f of after) f();

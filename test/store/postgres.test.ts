@@ -16,6 +16,10 @@ import { matches, recordAttempt, recordAttempts, subscriptions, type AttemptReco
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { addNode } from '../../src/service/admin.js';
+import { headroomJson } from '../../src/service/streams.js';
+import { DEFAULT_SERVICE_CONFIG, type Deps } from '../../src/service/deps.js';
+import { streams } from '../../src/store/streams.js';
 import { ensureReceiptKey, issueReceipt, receiptJwks } from '../../src/service/receipts.js';
 import { verifyReceipt } from '../../src/sdk/receipt.js';
 
@@ -423,6 +427,53 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       } finally {
         off();
       }
+    });
+  });
+
+  describe('the headroom read (service/streams.ts headroomJson on PostgreSQL)', () => {
+    it('one database read for the requests that come while it is on its way; never across a write of this daemon, a millisecond, or a clock step; another daemon\'s write seen 1 ms later', async () => {
+      const url = await freshDb();
+      const s = await openAt(url);
+      const other = await openAt(url); // another daemon on the same database
+      await addNode(s, 'node-a');
+      await s.write((tx) => streams.insert(tx, {
+        node_id: 'node-a', id: 's1', budget: 'b1', issuer: 'https://issuer.test', payer: 'p1', credential_id: 'c1', credential: 'x', iat: 0, exp: 4_000_000_000,
+        cap_micro: 1_000_000n, asset: 'USDC', unit_price_micro: 1n, rate_micro_per_s: null, mode: 'escrow', voucher_key: '{}', claims: '{}', now: 1_000, funding_source: null,
+      }));
+      let reads = 0;
+      const get = s.q.get.bind(s.q);
+      (s.q as { get: typeof get }).get = ((...a: Parameters<typeof get>) => { reads++; return get(...a); }) as typeof get;
+      let now = 10_000;
+      const d = {
+        store: s, config: DEFAULT_SERVICE_CONFIG, now: () => now, keyring: undefined as never,
+        funding: { check: async () => { throw new Error('not used'); }, unavailable: () => undefined },
+      } as Deps;
+      const billed = async () => JSON.parse(await headroomJson(d, 'node-a', 's1')).billedMicro as string;
+      // Twenty at once: one read, one text.
+      const texts = await Promise.all(Array.from({ length: 20 }, () => headroomJson(d, 'node-a', 's1')));
+      expect(reads).toBe(1);
+      expect(new Set(texts).size).toBe(1);
+      expect(JSON.parse(texts[0]!)).toMatchObject({ billedMicro: '0', asOf: new Date(10_000).toISOString() });
+      // A write of this daemon: the very next read sees it.
+      await s.write((tx) => tx.run("UPDATE streams SET billed_micro = 400 WHERE node_id = 'node-a' AND id = 's1'"));
+      expect(await billed()).toBe('400');
+      await s.q.run("UPDATE streams SET billed_micro = 500 WHERE node_id = 'node-a' AND id = 's1'"); // a lone statement too
+      expect(await billed()).toBe('500');
+      // Another daemon's write: seen by a read 1 ms later at most.
+      await other.write((tx) => tx.run("UPDATE streams SET billed_micro = 700 WHERE node_id = 'node-a' AND id = 's1'"));
+      await sleep(2);
+      expect(await billed()).toBe('700');
+      // A clock step (the rate window moves): not served by a read begun for another time, even one still on its way.
+      const later = { ...d, now: () => now + 60_000 } as Deps;
+      await s.q.run("UPDATE streams SET budget = 'b1' WHERE node_id = 'node-a' AND id = 's1'"); // a write here: nothing kept
+      const before = reads;
+      const [x, y] = await Promise.all([headroomJson(d, 'node-a', 's1'), headroomJson(later, 'node-a', 's1')]);
+      expect(reads).toBe(before + 2);
+      expect(JSON.parse(y).asOf).toBe(new Date(now + 60_000).toISOString());
+      expect(JSON.parse(x).asOf).toBe(new Date(now).toISOString());
+      // A stream that does not exist: refused every time, never remembered as something else.
+      await expect(headroomJson(d, 'node-a', 'nope')).rejects.toThrow(/stream/);
+      await expect(headroomJson(d, 'node-a', 'nope')).rejects.toThrow(/stream/);
     });
   });
 
