@@ -220,14 +220,13 @@ class OtelTracer implements Tracer {
 
   /** Per method and route (a handful): the span name (`GET /v1/streams/:id/headroom`) and the route's fixed
    *  attributes, encoded, made once instead of once per request. */
-  readonly #routes = new Map<string, Map<string, { name: string; fixed: Attributes; encoded: EncodedAttributes | undefined }>>();
-  #routeOf(method: string, route: string): { name: string; fixed: Attributes; encoded: EncodedAttributes | undefined } {
+  readonly #routes = new Map<string, Map<string, { name: string; encoded: EncodedAttributes | undefined }>>();
+  #routeOf(method: string, route: string): { name: string; encoded: EncodedAttributes | undefined } {
     let byRoute = this.#routes.get(method);
     if (!byRoute) this.#routes.set(method, (byRoute = new Map()));
     let r = byRoute.get(route);
     if (r === undefined) {
-      const fixed: Attributes = { 'http.request.method': method, 'url.scheme': 'http', 'http.route': route };
-      r = { name: `${method} ${route}`, fixed, encoded: this.processor.encodeAttributes?.(fixed) };
+      r = { name: `${method} ${route}`, encoded: this.processor.encodeAttributes?.({ 'http.request.method': method, 'url.scheme': 'http', 'http.route': route }) };
       if (byRoute.size < 1000) byRoute.set(route, r);
     }
     return r;

@@ -17,7 +17,6 @@ import { recoverVoucherSigner, UINT128_MAX } from '../rails/escrow/voucher.js';
 import { budgets, fundingSources, headroomRow, revocations, streams, vouchers, type HeadroomRow, type StandingRow, type StreamRow } from '../store/streams.js';
 import { NO_RAIL, type Deps } from './deps.js';
 import { lockKey, writeOne, type Sql } from '../store/sql.js';
-import type { PostgresStore } from '../store/postgres.js';
 import { Lru } from '../lru.js';
 import { x402Finality, x402Headroom, x402Page, x402StreamRow, x402Summary, x402Verify } from './x402-streams.js';
 
@@ -224,40 +223,16 @@ function headroomOf(d: Deps, row: HeadroomRow) {
 
 /**
  * The headroom answer as its JSON text: what GET /v1/streams/{id}/headroom sends. The answer is a function of the
- * stream's row and the clock's millisecond (config is fixed for the process), so a stream read many times in one
- * millisecond (a node checking before each paid unit) is computed and serialized once for that millisecond:
- * - SQLite: the row is the one object remembered while nothing changed (store/streams.ts headroomRow: any commit, of
- *   this daemon or of another process, forgets it), and the text is kept with it for its millisecond.
- * - PostgreSQL: a read of the row is used for 1 ms of the process's own clock from its start (a test's fixed clock
- *   does not stretch it) and not past a write of this daemon (the store's change mark); requests that come while it
- *   is on its way wait for it instead of reading too. The text is kept with it for its millisecond. A write of
- *   another daemon is seen by a read 1 ms later: the same bound as SQLite's look at other processes' commits
- *   (`PRAGMA data_version`, read at most once a millisecond). Money does not depend on it: a voucher is judged on the
- *   stream as it is in the database (conditional update).
- * The rail's funding check runs on every request (its answer is not the row's). bench/http: about 4 µs of the ~28 µs
- * a read cost; bench/postgres: a read of the database per stream per millisecond instead of one per request.
+ * stream's row and the clock's millisecond (config is fixed for the process); the row is the one object remembered
+ * for a read (store/streams.ts headroomRow: on SQLite until anything commits, on PostgreSQL for 1 ms and not past a
+ * write of this daemon), so a stream read many times in one millisecond (a node checking before each paid unit) is
+ * computed and serialized once for that millisecond. The rail's funding check runs on every request (its answer is
+ * not the row's). bench/http: about 4 µs of the ~28 µs a read cost; bench/postgres: one database read per stream per
+ * millisecond instead of one per request.
  */
 const headroomBodies = new WeakMap<HeadroomRow, { at: number; body: string }>();
-interface KeptRead {
-  /** performance.now() and the store's change mark when the read began: good for 1 ms, and while the mark stays. */
-  clock: number;
-  mark: number;
-  /** d.now() of the request that began it: used for requests within the millisecond after (a clock that steps does
-   *  not reuse a read made for another rate window). */
-  now: number;
-  /** The read while it is on its way (requests meanwhile wait for it rather than read again), then its row. */
-  pending: Promise<HeadroomRow | undefined> | undefined;
-  row: HeadroomRow | undefined;
-  /** The answer's text and the millisecond it is for. */
-  at: number;
-  body: string;
-}
-const pgReads = new WeakMap<object, Lru<string, KeptRead>>();
-/** Streams whose last headroom read is kept per PostgreSQL store (a row and its text: a few hundred bytes each). */
-const PG_KEPT_READS = 2_000;
 export async function headroomJson(d: Deps, nodeId: string, id: string): Promise<string> {
   const now = d.now();
-  if (d.store.dialect === 'postgres') return pgHeadroomJson(d, d.store as PostgresStore, nodeId, id, now);
   const row = await headroomRow(d.store, nodeId, id, windowStart(d, now));
   if (!row) return x402HeadroomJson(d, nodeId, id);
   requireFundingFresh(d, row);
@@ -265,28 +240,6 @@ export async function headroomJson(d: Deps, nodeId: string, id: string): Promise
   if (hit !== undefined && hit.at === now) return hit.body;
   const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row)); // one clock reading throughout
   headroomBodies.set(row, { at: now, body });
-  return body;
-}
-
-async function pgHeadroomJson(d: Deps, store: PostgresStore, nodeId: string, id: string, now: number): Promise<string> {
-  let kept = pgReads.get(store);
-  if (!kept) pgReads.set(store, (kept = new Lru(PG_KEPT_READS)));
-  const key = `${nodeId}\n${id}`;
-  const mark = store.changeMark();
-  let e = kept.get(key);
-  if (e === undefined || e.mark !== mark || performance.now() - e.clock >= 1 || now - e.now < 0 || now - e.now > 1) {
-    const entry: KeptRead = { clock: performance.now(), mark, now, pending: headroomRow(store, nodeId, id, windowStart(d, now)), row: undefined, at: -1, body: '' };
-    kept.set(key, entry);
-    entry.pending!.then((row) => { entry.row = row; entry.pending = undefined; }, () => { if (kept.get(key) === entry) kept.delete(key); });
-    e = entry;
-  }
-  const row = e.pending ? await e.pending : e.row;
-  if (!row) return x402HeadroomJson(d, nodeId, id);
-  requireFundingFresh(d, row);
-  if (e.at === now) return e.body;
-  const body = JSON.stringify(headroomOf({ ...d, now: () => now }, row)); // one clock reading throughout
-  e.at = now;
-  e.body = body;
   return body;
 }
 

@@ -12,10 +12,11 @@ import type { Invalidation, Params, Sql, Store } from './sql.js';
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
   /**
-   * Moves when a write of this daemon ends (write(), transaction(), a lone statement through `q.run` or `autocommit`):
-   * a read remembered with a mark is not current once it moved. Writes of other daemons do not move it
-   * (service/streams.ts headroomJson keeps a read for one millisecond at most for that reason). A writing statement
-   * sent with `q.get`/`q.all`/`q.value` (the read connections) would not move it: write with run(), writeOne or write().
+   * Moves when a transaction of this daemon commits or fails (write(), transaction()) and when a lone statement
+   * through `q.run` or `autocommit` ends: a read remembered with a mark is not current once it moved. Writes of other
+   * daemons do not move it (store/streams.ts headroomRow keeps a read for one millisecond at most for that reason). A
+   * writing statement sent with `q.get`/`q.all`/`q.value` (the read connections) would not move it: write with run(),
+   * writeOne or write().
    */
   changeMark(): number;
 }
@@ -561,8 +562,7 @@ class PgStore implements PostgresStore {
     let p: Promise<T>;
     if (this.#running < this.#maxRunning) p = this.#runWrite(fn);
     else p = new Promise<T>((resolve, reject) => void this.#waiting.push({ fn, resolve, reject } as Waiting));
-    // First of p's reactions: the mark moves before the writer's own code goes on.
-    const tracked = p.then(() => void this.#mark++, () => void this.#mark++);
+    const tracked = p.then(() => undefined, () => undefined);
     this.#writes.add(tracked);
     void tracked.then(() => this.#writes.delete(tracked));
     return p;
@@ -688,6 +688,7 @@ class PgStore implements PostgresStore {
       for (const d of done) d.job.resolve(d.value);
       for (const d of done) for (const f of d.after) f();
     } catch (err) {
+      this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
       if (client) {
         try {
           await client.query('ROLLBACK');
@@ -729,6 +730,7 @@ class PgStore implements PostgresStore {
       for (const f of after) f();
       return v;
     } catch (err) {
+      this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
       live = false;
       began.delete(client);
       try {
@@ -749,8 +751,6 @@ class PgStore implements PostgresStore {
       return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn);
     } catch (err) {
       throw this.wrap(err);
-    } finally {
-      this.#mark++;
     }
   }
 

@@ -2,6 +2,7 @@
 // Money columns are read as BigInt (safeIntegers): SQLite INTEGER holds int64, a JS number does not.
 import { Lru } from '../lru.js';
 import type { SqliteStore } from './db.js';
+import type { PostgresStore } from './postgres.js';
 import { forUpdate, type Sql, type Store } from './sql.js';
 
 export type FundingStatus = 'none' | 'pending' | 'funded' | 'unfunded';
@@ -78,15 +79,19 @@ const HEADROOM_ROWS = 2_000;
 const remembered = new WeakMap<Store, Lru<string, { row: HeadroomRow; mark: number; from: number; until: number | null }>>();
 
 /**
- * The headroom read of a stream (getForHeadroom), remembered on SQLite until anything commits. The read is all SQL:
- * the stream, its revocation and budget (which only a commit changes) and the billed amount at the window's start,
- * which moves with time only when the window's start passes a voucher: it is remembered with the window's start it
- * was read at and the next voucher's time after it, and read again past that. Everything else that depends on the
- * time (expiry, funding age, the rate) is computed from the row on every request. A commit of this daemon or of
- * another process (the store's change mark) forgets every read. PostgreSQL: read every time (other daemons write).
+ * The headroom read of a stream (getForHeadroom), remembered so that a stream read many times a millisecond (a node
+ * checking before each paid unit) costs one read:
+ * - SQLite: until anything commits. The read is all SQL: the stream, its revocation and budget (which only a commit
+ *   changes) and the billed amount at the window's start, which moves with time only when the window's start passes a
+ *   voucher: it is remembered with the window's start it was read at and the next voucher's time after it, and read
+ *   again past that. Everything else that depends on the time (expiry, funding age, the rate) is computed from the row
+ *   on every request. A commit of this daemon or of another process (the store's change mark) forgets every read.
+ * - PostgreSQL (pgHeadroomRow): for 1 ms of the process's own clock, never past a write of this daemon; requests that
+ *   come while a read is on its way share it. Another daemon's write is seen by a read 1 ms later.
+ * The same object is given for the same read: service/streams.ts headroomJson keeps its answer's text with it.
  */
 export async function headroomRow(store: Store, nodeId: string, id: string, windowStart: number): Promise<HeadroomRow | undefined> {
-  if (store.dialect !== 'sqlite') return streams.getForHeadroom(store.q, nodeId, id, windowStart);
+  if (store.dialect !== 'sqlite') return pgHeadroomRow(store as PostgresStore, nodeId, id, windowStart);
   const s = store as SqliteStore;
   let rows = remembered.get(store);
   if (!rows) remembered.set(store, (rows = new Lru(HEADROOM_ROWS)));
@@ -101,6 +106,36 @@ export async function headroomRow(store: Store, nodeId: string, id: string, wind
   delete (r as { next_received_at?: unknown }).next_received_at;
   if (s.changeMark() === mark) rows.set(key, { row: r, mark, from: windowStart, until });
   return r;
+}
+
+interface KeptRead {
+  /** performance.now() and the store's change mark when the read began: good for 1 ms, and while the mark stays. */
+  clock: number;
+  mark: number;
+  /** The window's start it was read for: given only for starts within the millisecond after (a clock that steps does
+   *  not reuse a read made for another rate window). */
+  from: number;
+  read: Promise<HeadroomRow | undefined>;
+}
+const kept = new WeakMap<Store, Lru<string, KeptRead>>();
+
+/**
+ * PostgreSQL's headroom read, kept for 1 ms of performance.now() from its start (a test's fixed clock does not stretch
+ * it) and not past a write of this daemon (the store's change mark): the same bound as SQLite's look at other
+ * processes' commits (`PRAGMA data_version`, read at most once a millisecond). Money does not depend on it: a voucher
+ * is judged on the stream as the database has it (conditional update). A failed read is not kept.
+ */
+function pgHeadroomRow(store: PostgresStore, nodeId: string, id: string, windowStart: number): Promise<HeadroomRow | undefined> {
+  let reads = kept.get(store);
+  if (!reads) kept.set(store, (reads = new Lru(HEADROOM_ROWS)));
+  const key = `${nodeId}\n${id}`;
+  const mark = store.changeMark();
+  const e = reads.get(key);
+  if (e !== undefined && e.mark === mark && performance.now() - e.clock < 1 && windowStart - e.from >= 0 && windowStart - e.from <= 1) return e.read;
+  const entry: KeptRead = { clock: performance.now(), mark, from: windowStart, read: streams.getForHeadroom(store.q, nodeId, id, windowStart) };
+  reads.set(key, entry);
+  entry.read.catch(() => { if (reads.get(key) === entry) reads.delete(key); });
+  return entry.read;
 }
 
 const STANDING = `SELECT ${NARROW_COLUMNS}, s.credential, ${STANDING_COLUMNS} ${JOINS} WHERE s.node_id = ? AND s.id = ?`;
