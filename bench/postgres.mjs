@@ -21,7 +21,8 @@
 //    after), write transactions (transaction ids assigned: pg_snapshot_xmax before and after), durable group commits
 //    (the store's own count; claims commit without waiting for the WAL flush), rows inserted.
 // 2. failover — two daemons, a burst of about 4 s of one daemon's work recorded in the first; once the second has
-//    deliveries in flight it is killed with SIGKILL. Its orphaned claims are the burst's deliveries claimed more often
+//    deliveries in flight it is killed with SIGKILL (a burst the first delivers alone before the second's poll finds
+//    any of it is recorded again, three bursts at most). Its orphaned claims are the burst's deliveries claimed more often
 //    than attempts were recorded for them; the gap is from the kill to the end of the survivor's first recorded
 //    delivery of one of them (it takes them over when their lease runs out). Target: < lease + 1 s = 13 s. Also checked:
 //    every delivery of the burst delivered, with a delivered attempt recorded; duplicates at the receiver (<= the
@@ -524,18 +525,31 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
 async function partFailover({ pgOne, startPg, sqlValue, receiver }, lines, results) {
   const nf = Math.max(2000, Math.min(20_000, Math.round((lastOneDaemonRate ?? 1000) * 4)));
   const victim = await startPg(1);
-  await receiver.call('reset');
-  const seq0 = Number(await sqlValue('SELECT COALESCE(MAX(seq), 0)::text FROM events'));
-  const burst = pgOne.d.call('burst', { node: NODE, n: nf, batch: BATCH });
-  // Kill once the victim has delivered some and has some in flight (it joins by its 1 s poll).
-  const until = now() + 30_000;
+  // Kill once the victim has delivered some and has some in flight (it joins by its 1 s poll). When the first daemon
+  // delivered the whole burst before the victim's poll found any of it (seen once in a full run: 6 delivered by the
+  // victim, none in flight, the burst all at the receiver), the burst is recorded again, three times at most.
+  let seq0;
+  let burst;
   let vs;
-  for (;;) {
-    vs = await victim.call('stats');
-    const c = await receiver.call('count');
-    if (vs.stats.delivered > 0 && vs.inFlight > 0 && c.unique >= nf * 0.2) break;
-    if (now() > until) throw new Error(`the second daemon took no part in the burst within 30 s (${JSON.stringify(vs)}, receiver ${JSON.stringify(c)})`);
-    await sleep(2);
+  let bursts = 0;
+  for (let joined = false; !joined;) {
+    bursts++;
+    await receiver.call('reset');
+    seq0 = Number(await sqlValue('SELECT COALESCE(MAX(seq), 0)::text FROM events'));
+    burst = pgOne.d.call('burst', { node: NODE, n: nf, batch: BATCH });
+    let recorded = false;
+    burst.then(() => { recorded = true; }, () => { recorded = true; });
+    const until = now() + 30_000;
+    for (;;) {
+      vs = await victim.call('stats');
+      const c = await receiver.call('count');
+      if (vs.stats.delivered > 0 && vs.inFlight > 0 && c.unique >= nf * 0.2) { joined = true; break; }
+      const missed = recorded && c.unique >= nf;
+      if (missed && bursts < 3) break;
+      if (missed || now() > until) throw new Error(`the second daemon took no part in the burst (${bursts} burst(s); ${JSON.stringify(vs)}, receiver ${JSON.stringify(c)})`);
+      await sleep(2);
+    }
+    if (!joined) await burst;
   }
   const beforeKill = await receiver.call('count');
   await receiver.call('reset'); // from here on the receiver keeps the first arrival after the kill
@@ -572,7 +586,7 @@ async function partFailover({ pgOne, startPg, sqlValue, receiver }, lines, resul
   const allDelivered = left === 0 && total === nf && withAttempt === nf && !beforeKill.unsigned && !afterKill.unsigned;
   const duplicates = beforeKill.requests + afterKill.requests - nf;
   trace('failover done');
-  lines.push(`2. failover: ${fmt(nf)} events, kill -9 of the second daemon (${vs.inFlight} in flight, ${fmt(vs.stats.delivered)} delivered by it; ${fmt(beforeKill.unique)} at the receiver), lease ${LEASE_MS / 1000} s`);
+  lines.push(`2. failover: ${fmt(nf)} events, kill -9 of the second daemon (${vs.inFlight} in flight, ${fmt(vs.stats.delivered)} delivered by it; ${fmt(beforeKill.unique)} at the receiver), lease ${LEASE_MS / 1000} s${bursts > 1 ? ` (burst ${bursts} of 3: the first daemon delivered ${bursts > 2 ? 'the two before it' : 'the one before it'} alone)` : ''}`);
   lines.push(`    orphaned claims ${orphans}; the first taken over and delivered by the survivor ${Number.isFinite(gap) ? gap.toFixed(2) : '-'} s after the kill (target < ${GAP_TARGET_S} s) ${ok(gap < GAP_TARGET_S)}; the last ${Number.isFinite(lastGap) ? lastGap.toFixed(2) : '-'} s`);
   lines.push(`    every delivery delivered, with its attempt recorded: ${allDelivered ? 'yes' : `NO (${nf - left} of ${nf} delivered, ${withAttempt} with an attempt, ${total} deliveries, unsigned ${beforeKill.unsigned + afterKill.unsigned})`}; duplicates at the receiver ${duplicates} (orphans ${orphans})`);
   results.push(
