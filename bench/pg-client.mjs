@@ -31,7 +31,8 @@
 // medians over rounds (ratios: the median of the per-round ratios, the pair's being 0.5 s apart; short rounds, many,
 // because a commit waits on an fsync of a disk shared with neighbours, whose speed changes from one second to the
 // next). The summary also shows the ratio of the medians: where the two disagree, the case is noise-bound.
-// Write connections: 10 for both (the store's pool, poolSize by default).
+// Before each timed write variant the tables are vacuumed and analyzed (every session plans its statements again, on
+// the same table: see settle() below). Write connections: 10 for both (the store's pool, poolSize by default).
 // 3. The same through a TCP proxy (a child process running this file) that delays every chunk by BENCH_RTT_MS / 2
 //    (4 ms round trip by default) each way, in order per connection: round trips are where the clients differ.
 //
@@ -240,6 +241,16 @@ async function benchMain() {
       settings.push({ name: `+${RTT_MS} ms RTT`, url: via.href, rtt: RTT_MS });
     }
 
+    // Before each timed write variant: the tables vacuumed and analyzed, which also makes every session plan its
+    // statements again. Each voucher write leaves a dead version of its stream's row (updated_at is indexed: no HOT
+    // update), and a connection keeps the plan it made when it prepared the statement: the connections that
+    // prepared first (pg's pool, warmed up first) kept a plan made on a small fresh table and ran at 3,340-4,050/s
+    // at 16 callers, where the same code on a second store ran at 4,940-5,070/s and postgres.js at 4,810-5,620/s.
+    const maintenance = new pg.Client({ connectionString: url });
+    await maintenance.connect();
+    closers.push(() => maintenance.end());
+    const settle = () => maintenance.query('VACUUM (ANALYZE) streams, vouchers');
+
     const results = [];
     const table = [];
     const verdicts = [];
@@ -270,6 +281,7 @@ async function benchMain() {
             const order = [...rest.slice(0, at), ...pair, ...rest.slice(at)];
             await closedLoop(variants[rest[rest.length - 1] ?? pair[1]], n, Math.min(250, SECONDS * 500));
             for (const name of order) {
+              if (kase === 'write') await settle();
               const x = await closedLoop(variants[name], n, SECONDS * 1000, (((cpu[kase] ??= {})[n] ??= {})[name] ??= []));
               (((ops[kase] ??= {})[n] ??= {})[name] ??= []).push(x);
             }
