@@ -130,9 +130,10 @@ function pgHeadroomRow(store: PostgresStore, nodeId: string, id: string, windowS
   if (!reads) kept.set(store, (reads = new Lru(HEADROOM_ROWS)));
   const key = `${nodeId}\n${id}`;
   const mark = store.changeMark();
+  const clock = performance.now();
   const e = reads.get(key);
-  if (e !== undefined && e.mark === mark && performance.now() - e.clock < 1 && windowStart - e.from >= 0 && windowStart - e.from <= 1) return e.read;
-  const entry: KeptRead = { clock: performance.now(), mark, from: windowStart, read: streams.getForHeadroom(store.q, nodeId, id, windowStart) };
+  if (e !== undefined && e.mark === mark && clock - e.clock < 1 && windowStart - e.from >= 0 && windowStart - e.from <= 1) return e.read;
+  const entry: KeptRead = { clock, mark, from: windowStart, read: streams.getForHeadroom(store.q, nodeId, id, windowStart) };
   reads.set(key, entry);
   entry.read.catch(() => { if (reads.get(key) === entry) reads.delete(key); });
   return entry.read;

@@ -20,9 +20,11 @@ export function tokenBuckets(opts: RateLimitOptions): { take(key: string): void;
   const burst = opts.burst ?? rate * 2;
   const now = opts.now ?? (() => performance.now());
   const buckets = new Map<string, { tokens: number; at: number }>();
+  /** What `b` holds at time `t`: refilled at `rate` since it was last spent from, `burst` at most. */
+  const level = (b: { tokens: number; at: number }, t: number) => Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
   let sweepAt = SWEEP_MIN;
   const sweep = (t: number) => {
-    for (const [k, b] of buckets) if (b.tokens + ((t - b.at) / 1000) * rate >= burst) buckets.delete(k);
+    for (const [k, b] of buckets) if (level(b, t) >= burst) buckets.delete(k);
     sweepAt = Math.max(SWEEP_MIN, buckets.size * 2);
   };
   return {
@@ -37,7 +39,7 @@ export function tokenBuckets(opts: RateLimitOptions): { take(key: string): void;
         if (buckets.size >= sweepAt) sweep(t);
         buckets.set(key, (b = { tokens: burst, at: t }));
       }
-      b.tokens = Math.min(burst, b.tokens + ((t - b.at) / 1000) * rate);
+      b.tokens = level(b, t);
       b.at = t;
       if (b.tokens < 1) {
         const retry = Math.max(1, Math.ceil((1 - b.tokens) / rate));
