@@ -16,7 +16,8 @@
 // 1,000 events/s are 1,000 deliveries/s, 100 per subscription), not each event fanned out to all of them (that would
 // be 10,000 deliveries/s; the burst above measures fan-out). One event per transaction, open loop (each transaction
 // begins at its time, overlapping ones commit together, as concurrent requests' do; the rate produced is checked): latency = receiver's receive time
-// minus the time just before the event's transaction (clocks of the two processes compared over IPC).
+// minus the time just before the event's transaction (clocks of the two processes compared over IPC). BENCH_PACED_RUNS
+// (3) such runs; the run whose p95 is their median gives the latency figures and the rate produced.
 // Daemon RSS: sampled from /proc every 50 ms and VmHWM. Knobs: BENCH_SUBS, BENCH_CPU_PROF=<dir> (daemon .cpuprofile),
 // BENCH_DAEMON_EXEC_ARGV (flags for the daemon's node), BENCH_DIST=<dir> (a candidate build's dist/), BENCH_TRACE=1.
 // The machine must be otherwise idle: the latency tail follows fsync and CPU contention directly.
@@ -39,6 +40,7 @@ const RAW_S = Number(process.env.BENCH_RAW_S ?? 3);
 const RAW_CONCURRENCY = Number(process.env.BENCH_RAW_CONCURRENCY ?? 128); // the worker's default global concurrency
 const RATE = Number(process.env.BENCH_RATE ?? 1000);
 const PACED_S = Number(process.env.BENCH_PACED_S ?? 10);
+const PACED_RUNS = Number(process.env.BENCH_PACED_RUNS ?? 3);
 const SUBS = Number(process.env.BENCH_SUBS ?? 10);
 const CPU_PROF = process.env.BENCH_CPU_PROF; // a directory: the daemon process writes a .cpuprofile there
 const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // e.g. V8 flags for the daemon
@@ -255,21 +257,33 @@ async function main() {
   }
   await rawAgent.close();
 
-  // ---- latency at a steady rate, one event per transaction ----
-  await receiver.call('reset');
-  const offD = await clockOffset(daemon);
-  const offR = await clockOffset(receiver);
-  const p = await daemon.call('paced', { nodes: pacedNodes, rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000);
-  trace('paced done');
-  recorded += p.records.length;
-  expected += p.records.length;
-  await drained(p.records.length, 60_000);
-  const { times } = await receiver.call('times', { ids: p.records.map(([id]) => id) });
-  const lat = p.records.map(([, t], i) => (times[i] - offR.off) - (t - offD.off)).sort((a, b) => a - b);
-  const achieved = p.records.length / ((p.t1 - p.t0) / 1000);
+  // ---- latency at a steady rate, one event per transaction; PACED_RUNS runs, the median run's figures ----
+  // A p95 over 10 s is moved by one half-second stall anywhere in the machine (a run of 2026-11-27: p95 314 ms, max
+  // 501 ms, half the events late from the daemon's own producer; 2.4-4.6 ms in the runs before and after): the run
+  // whose p95 is the median of three carries the figures, and every run's p95 is printed.
+  const paced = [];
+  let pacedDuplicates = 0;
+  let pacedUnsigned = 0;
+  for (let k = 0; k < PACED_RUNS; k++) {
+    await receiver.call('reset');
+    const offD = await clockOffset(daemon);
+    const offR = await clockOffset(receiver);
+    const p = await daemon.call('paced', { nodes: pacedNodes, rate: RATE, seconds: PACED_S }, (PACED_S + 60) * 1000);
+    trace(`paced run ${k + 1} done`);
+    recorded += p.records.length;
+    expected += p.records.length;
+    await drained(p.records.length, 60_000);
+    const { times } = await receiver.call('times', { ids: p.records.map(([id]) => id) });
+    const c = await receiver.call('count');
+    pacedDuplicates += c.duplicates;
+    pacedUnsigned += c.unsigned;
+    const lat = p.records.map(([, t], i) => (times[i] - offR.off) - (t - offD.off)).sort((a, b) => a - b);
+    paced.push({ lat, p95: pct(lat, 95), n: p.records.length, late: p.late, achieved: p.records.length / ((p.t1 - p.t0) / 1000), offD, offR });
+  }
+  const run = [...paced].sort((a, b) => a.p95 - b.p95)[Math.floor(paced.length / 2)];
+  const { lat, achieved, offD, offR } = run;
 
   // ---- durability and totals ----
-  const count = await receiver.call('count');
   const stats = await daemon.call('stats');
   const rss = rssOf(daemonPid);
   peakRss = Math.max(peakRss, rss.now);
@@ -281,11 +295,12 @@ async function main() {
   console.log(`  raw keep-alive POST (undici, ${RAW_CONCURRENCY} in flight, ${Buffer.byteLength(sampleBody)} B body)  ${fmt(median(r.raw))}/s`);
   console.log(`  worker, ${fmt(N)} events in transactions of ${BATCH}, until none pending  ${fmt(median(r.sus))} deliveries/s   ratio ${median(r.ratio).toFixed(2)}  (target >= 0.5)`);
   console.log(`    recording alone ${fmt(median(r.rec))} events/s; receiver had all at ${fmt(median(r.recv))}/s; per round ${r.sus.map(fmt).join(', ')} vs raw ${r.raw.map(fmt).join(', ')}`);
-  console.log(`  latency event->delivery at ${RATE} events/s spread over ${SUBS} subscriptions of ${SUBS} nodes for ${PACED_S} s (${fmt(p.records.length)} events, achieved ${achieved.toFixed(0)}/s, ${p.late} late)  p50 ${lat.length ? pct(lat, 50).toFixed(2) : '-'} ms  p95 ${pct(lat, 95).toFixed(2)} ms  p99 ${pct(lat, 99).toFixed(2)} ms  max ${lat[lat.length - 1].toFixed(2)} ms  (target p95 < 10 ms; Convoy publishes ~124 ms)`);
+  console.log(`  latency event->delivery at ${RATE} events/s spread over ${SUBS} subscriptions of ${SUBS} nodes for ${PACED_S} s, median of ${PACED_RUNS} runs by p95 (${fmt(run.n)} events, achieved ${achieved.toFixed(0)}/s, ${run.late} late)  p50 ${lat.length ? pct(lat, 50).toFixed(2) : '-'} ms  p95 ${pct(lat, 95).toFixed(2)} ms  p99 ${pct(lat, 99).toFixed(2)} ms  max ${lat[lat.length - 1].toFixed(2)} ms  (target p95 < 10 ms; Convoy publishes ~124 ms)`);
+  console.log(`    p95 per run: ${paced.map((x) => `${x.p95.toFixed(2)} ms (${x.late} late)`).join(', ')}`);
   console.log(`    clock offsets vs bench: daemon ${offD.off.toFixed(3)} ms (rtt ${offD.rtt.toFixed(3)}), receiver ${offR.off.toFixed(3)} ms (rtt ${offR.rtt.toFixed(3)}); corrected`);
   console.log(`  daemon peak RSS ${peakRss.toFixed(1)} MB sampled, ${rss.peak.toFixed(1)} MB VmHWM  (target <= 120 MB)`);
   const ok = delivered === expected && others.length === 0;
-  console.log(`  deliveries delivered ${fmt(delivered)} = expected ${fmt(expected)} (events ${fmt(recorded)}): ${ok ? 'yes' : `NO (expected ${fmt(expected)}; other: ${JSON.stringify(others)})`}; delivered attempts ${fmt(deliveredAttempts)}; receiver duplicates ${count.duplicates}, unsigned ${count.unsigned}; worker stats ${JSON.stringify(stats.stats)}`);
+  console.log(`  deliveries delivered ${fmt(delivered)} = expected ${fmt(expected)} (events ${fmt(recorded)}): ${ok ? 'yes' : `NO (expected ${fmt(expected)}; other: ${JSON.stringify(others)})`}; delivered attempts ${fmt(deliveredAttempts)}; receiver duplicates ${pacedDuplicates}, unsigned ${pacedUnsigned} (paced runs); worker stats ${JSON.stringify(stats.stats)}`);
   const mb = (x) => (x / 1048576).toFixed(1);
   console.log(`    daemon memory high-water (MB): rss ${mb(stats.mem.rss)}, V8 heap total ${mb(stats.mem.heapTotal)} / used ${mb(stats.mem.heapUsed)}, external ${mb(stats.mem.external)}, array buffers ${mb(stats.mem.arrayBuffers)}`);
   report('delivery', [
