@@ -1,5 +1,6 @@
 import { KeySet } from '../sdk/keys.js';
 import { Verifier } from '../sdk/verifier.js';
+import type { SqliteStore } from '../store/db.js';
 import type { Store } from '../store/sql.js';
 import { keysGeneration, trustedKeys } from './admin.js';
 
@@ -8,8 +9,11 @@ const PG_RECHECK_MS = 1000;
 
 /**
  * The daemon's trusted keys, reloaded whenever `keys add|rm` (another process, another daemon) changes them; the
- * verifier's cache drops with the key set. SQLite: one cheap read of a counter per use. PostgreSQL: a key change
- * notifies every daemon, which reads the counter again then (and at least every second), not per request.
+ * verifier's cache drops with the key set. SQLite: the counter is read again only when a key change of this process
+ * was committed (its invalidation) or another process committed anything (`PRAGMA data_version`, looked at most once
+ * a millisecond, as for tokens and headroom): a stream open no longer reads it (~9 µs of ~250, bench/commit's
+ * profile). PostgreSQL: a key change notifies every daemon, which reads the counter again then (and at least every
+ * second), not per request.
  */
 export class Keyring {
   readonly keys = new KeySet();
@@ -17,6 +21,8 @@ export class Keyring {
   #generation = -1;
   #checkedAt = 0;
   #stale = true;
+  /** SQLite: the store's external version when the counter was last read (-1: never). */
+  #external = -1;
   constructor(private readonly store: Store, opts: { clockTolerance?: number; cacheSize?: number } = {}) {
     this.verifier = new Verifier({ keys: this.keys, ...opts });
     store.onInvalidate((inv) => { if (inv.topic === 'keys' || inv.topic === '*') this.#stale = true; });
@@ -31,6 +37,15 @@ export class Keyring {
       // refused as unknown_key right after start), and one concurrent with a reload after `keys rm` the removed key.
       if (this.#loading) await this.#loading;
       return this;
+    }
+    if (this.store.dialect === 'sqlite') {
+      // Read before the counter: a commit of another process after this look moves it again for the next request.
+      const external = (this.store as SqliteStore).externalVersion();
+      if (!this.#stale && external === this.#external) {
+        if (this.#loading) await this.#loading; // the load this look started is still on its way
+        return this;
+      }
+      this.#external = external;
     }
     this.#stale = false;
     this.#checkedAt = now;
