@@ -1,14 +1,13 @@
 // createApp(deps): the node-facing HTTP API. Routes are declared once with zod; /openapi.json is generated from them.
 import { OpenAPIHono } from '@hono/zod-openapi';
-import { invalidRequest } from '../domain/errors.js';
 import { tokenResolver } from '../service/admin.js';
 import type { Deps } from '../service/deps.js';
 import { bearerAuth, type AuthEnv } from './middleware/auth.js';
 import { jsonBody } from './middleware/body.js';
 import { routeTable, strictQuery } from './middleware/strict.js';
 import { rateLimit, tokenBuckets } from './middleware/rate-limit.js';
-import { directReads, type RequestListener } from './fast.js';
-import { onError, problem } from './problem.js';
+import { directPath, type RequestListener } from './fast.js';
+import { invalidFromZod, onError, problem } from './problem.js';
 import { controlRoutes } from './routes/control.js';
 import { streamRoutes } from './routes/streams.js';
 import { webhookRoutes } from './routes/webhooks.js';
@@ -33,10 +32,7 @@ export interface AppOptions {
 export function createApp(d: Deps, opts: AppOptions) {
   const app = new OpenAPIHono<AuthEnv>({
     defaultHook: (result) => {
-      if (!result.success) {
-        const issues = result.error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
-        throw invalidRequest(`invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, { issues });
-      }
+      if (!result.success) throw invalidFromZod(result.error);
     },
   });
   app.onError(onError);
@@ -50,8 +46,10 @@ export function createApp(d: Deps, opts: AppOptions) {
   );
   app.notFound((c) => {
     // A path that exists with other methods: 405 with Allow (TRACE, PUT, … on a route that does not serve them).
+    // Not for a path that differs from a route only by a trailing slash (Hono's routes are strict): there the method is
+    // served, the path is not, and the answer is 404 (it was a 405 saying "POST is not served … (allowed: POST)").
     const allow = routes.methodsAt(c.req.path);
-    if (allow.length) return problem(c, 405, 'method_not_allowed', `${c.req.method} is not served at this path (allowed: ${allow.join(', ')})`, {}, { allow: allow.join(', ') });
+    if (allow.length && !allow.includes(c.req.method)) return problem(c, 405, 'method_not_allowed', `${c.req.method} is not served at this path (allowed: ${allow.join(', ')})`, {}, { allow: allow.join(', ') });
     return problem(c, 404, 'not_found', 'no such route');
   });
   app.openAPIRegistry.registerComponent('securitySchemes', 'bearer', { type: 'http', scheme: 'bearer', description: 'One token per serviceNode (nsv_…)' });
@@ -94,7 +92,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   let doc: string | undefined;
   const contract = () => (generated ??= openApiDocument(app));
   app.get('/openapi.json', (c) => c.body((doc ??= JSON.stringify(contract())), 200, { 'content-type': 'application/json' }));
-  /** The server's request listener: the stream reads answered directly (src/api/fast.ts), the rest by `hono`. */
-  const listener = (hono: RequestListener) => directReads({ reads, nodeForToken: (t) => resolveToken(t, d.now()), rateLimit: buckets, next: hono });
+  /** The server's request listener: the stream reads and the two hot writes answered directly (src/api/fast.ts), the rest by `hono`. */
+  const listener = (hono: RequestListener) => directPath({ d, reads, nodeForToken: (t) => resolveToken(t, d.now()), rateLimit: buckets, next: hono });
   return Object.assign(app, { contract, listener });
 }

@@ -2,7 +2,7 @@
 // logged once, without internals, and answered with a bare 500.
 import type { Context } from 'hono';
 import { HTTPException } from 'hono/http-exception';
-import { NodeSvcError } from '../domain/errors.js';
+import { invalidRequest, NodeSvcError } from '../domain/errors.js';
 import { redactUrls } from '../domain/text.js';
 import { log } from '../log.js';
 
@@ -29,6 +29,12 @@ export function problemAnswer(status: number, code: string, detail: string, extr
 export function problem(c: Context, status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}) {
   const a = problemAnswer(status, code, detail, extra, headers);
   return c.body(a.body, a.status as never, a.headers);
+}
+
+/** The 400 of a request that its route's zod schema refuses (the routes' validation hook, and src/api/fast.ts). */
+export function invalidFromZod(error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey>; message: string }> }): NodeSvcError {
+  const issues = error.issues.map((i) => ({ path: i.path.join('.') || '(body)', message: i.message }));
+  return invalidRequest(`invalid request: ${issues.map((i) => `${i.path}: ${i.message}`).join('; ')}`, { issues });
 }
 
 /** What an error thrown while serving `path` answers (logged when it is ours to fix). */

@@ -134,6 +134,12 @@ describe('hostile input, end to end', () => {
         expect(JSON.parse(r.body).code).toBe('method_not_allowed');
       }
       expect((await nodeRequest('TRACE', '/v1/nothing-here')).status).toBe(404);
+      // A served method on a route's path with a trailing slash: no such route (not a 405 that allows the method).
+      for (const [method, path] of [['GET', '/v1/webhooks/'], ['POST', '/v1/allowances/verify/'], ['GET', '/v1/streams/s1/headroom/']] as const) {
+        const r = await nodeRequest(method, path);
+        expect(r.status, `${method} ${path}`).toBe(404);
+        expect(JSON.parse(r.body).code).toBe('not_found');
+      }
     });
 
     it('unknown query parameters are a 400 naming them, on every operation', async () => {

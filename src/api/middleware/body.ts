@@ -43,16 +43,19 @@ export function jsonBody(opts: { maxBytes?: number } = {}): MiddlewareHandler {
     }
     // Hand the bytes we read to hono's validator, which parses them (malformed JSON: 400 in onError).
     // Invalid UTF-8 is refused, never read with replacement characters (two readers would see different text).
-    let text: string;
-    try {
-      text = utf8.decode(bytes);
-    } catch {
-      throw new NodeSvcError('invalid_request', 'request body is not valid UTF-8', { status: 400, exitCode: 2 });
-    }
-    (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(text);
+    (c.req.bodyCache as Record<string, unknown>).text = Promise.resolve(bodyText(bytes));
     return next();
   };
 }
 
 const utf8 = new TextDecoder('utf-8', { fatal: true, ignoreBOM: true });
+
+/** A body's text; invalid UTF-8 is a 400 (here and on the direct path of src/api/fast.ts). */
+export function bodyText(bytes: Uint8Array): string {
+  try {
+    return utf8.decode(bytes);
+  } catch {
+    throw new NodeSvcError('invalid_request', 'request body is not valid UTF-8', { status: 400, exitCode: 2 });
+  }
+}
 const tooLarge = (max: number) => new NodeSvcError('payload_too_large', `request body is larger than ${max / 1024} KiB`, { status: 413 });

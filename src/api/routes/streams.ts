@@ -10,9 +10,9 @@ import {
   CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
   VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses, requestRefusedResponse,
 } from '../schemas.js';
-import { problem } from '../problem.js';
+import { problemAnswer, type Answer } from '../problem.js';
 import { metrics } from '../../ops/metrics.js';
-import { causes, inSpan } from '../../ops/tracing.js';
+import { causes, inSpan, type Span } from '../../ops/tracing.js';
 
 const security = [{ bearer: [] }];
 const json = <T>(schema: T, description: string) => ({ description, content: { 'application/json': { schema } } });
@@ -62,15 +62,7 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
         ...problemResponses(400, 401, 413, 415, 429, 503),
       },
     }),
-    async (c) => {
-      const node = c.get('node');
-      // The span names the refusal, never the JWS.
-      const r = await inSpan(c.get('span'), 'credential.verify', { 'node_svc.node': node }, () => verifyCredential(d, node, c.req.valid('json').credential), (r, span) =>
-        span.set(r.valid ? { 'node_svc.credential.valid': true, 'node_svc.stream': r.stream, 'node_svc.credential.id': r.credentialId } : { 'node_svc.credential.valid': false, 'node_svc.refusal': r.refusal }));
-      metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
-      if (r.valid) return c.json(r, 200);
-      return problem(c, 422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal }) as never;
-    },
+    async (c) => answer(c, await verifyAnswer(d, c.get('node'), c.req.valid('json'), c.get('span'))),
   );
 
   app.openapi(
@@ -122,27 +114,46 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
         ...problemResponses(400, 401, 404, 413, 415, 429, 503),
       },
     }),
-    async (c) => {
-      const body = c.req.valid('json');
-      const node = c.get('node');
-      const id = c.req.valid('param').id;
-      // An accepted voucher's span is remembered for the settlement that will settle it (a span link: ops/tracing.ts).
-      // Remembered before the commit (the settler may take the stream as soon as it is billed), forgotten if not accepted.
-      const r = await inSpan(c.get('span'), 'voucher.accept', { 'node_svc.node': node, 'node_svc.stream': id }, async (span) => {
-        if (span) causes.voucher(node, id, span.ref);
-        try {
-          return await submitVoucher(d, node, id, body.voucher, body.credential);
-        } catch (err) {
-          if (span) causes.forgetVoucher(node, id, span.ref);
-          throw err;
-        }
-      }, (r, span) => {
-        if (r.accepted) return span.set({ 'node_svc.voucher.accepted': true, 'node_svc.billed_micro': r.billedMicro, 'node_svc.stream.exhausted': r.exhausted });
-        causes.forgetVoucher(node, id, span.ref);
-        span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
-      });
-      return c.json(r, 200);
-    },
+    async (c) => answer(c, await voucherAnswer(d, c.get('node'), c.req.valid('param').id, c.req.valid('json'), c.get('span'))),
   );
   return reads;
+}
+
+const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
+/** What Hono sends for an Answer (the same bytes as c.json and problem()). */
+const answer = (c: Context, a: Answer) => c.body(a.body, a.status as never, a.headers) as never;
+
+/**
+ * POST /v1/allowances/verify for `node` and the validated body: served by the route above and by the direct path
+ * (src/api/fast.ts) alike. The span names the refusal, never the JWS.
+ */
+export async function verifyAnswer(d: Deps, node: string, body: { credential: string }, parent: Span | undefined): Promise<Answer> {
+  const r = await inSpan(parent, 'credential.verify', { 'node_svc.node': node }, () => verifyCredential(d, node, body.credential), (r, span) =>
+    span.set(r.valid ? { 'node_svc.credential.valid': true, 'node_svc.stream': r.stream, 'node_svc.credential.id': r.credentialId } : { 'node_svc.credential.valid': false, 'node_svc.refusal': r.refusal }));
+  metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
+  if (r.valid) return { status: 200, body: JSON.stringify(r), headers: JSON_TYPE };
+  return problemAnswer(422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal });
+}
+
+/**
+ * POST /v1/streams/{id}/vouchers for `node`, the stream id and the validated body: served by the route above and by
+ * the direct path alike. An accepted voucher's span is remembered for the settlement that will settle it (a span
+ * link: ops/tracing.ts), before the commit (the settler may take the stream as soon as it is billed), and forgotten
+ * if the voucher is not accepted.
+ */
+export async function voucherAnswer(d: Deps, node: string, id: string, body: { voucher: unknown; credential?: string | undefined }, parent: Span | undefined): Promise<Answer> {
+  const r = await inSpan(parent, 'voucher.accept', { 'node_svc.node': node, 'node_svc.stream': id }, async (span) => {
+    if (span) causes.voucher(node, id, span.ref);
+    try {
+      return await submitVoucher(d, node, id, body.voucher, body.credential);
+    } catch (err) {
+      if (span) causes.forgetVoucher(node, id, span.ref);
+      throw err;
+    }
+  }, (r, span) => {
+    if (r.accepted) return span.set({ 'node_svc.voucher.accepted': true, 'node_svc.billed_micro': r.billedMicro, 'node_svc.stream.exhausted': r.exhausted });
+    causes.forgetVoucher(node, id, span.ref);
+    span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
+  });
+  return { status: 200, body: JSON.stringify(r), headers: JSON_TYPE };
 }
