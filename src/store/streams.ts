@@ -229,7 +229,7 @@ export const streams = {
       @rate_micro_per_s, @mode, @voucher_key, @claims, @now, @now, @funding_source, @funding_status) ON CONFLICT DO NOTHING RETURNING id`,
       { ...s, funding_status: s.funding_source === null ? 'none' : 'pending' } as unknown as Record<string, unknown>)) !== undefined,
   /**
-   * Bill a voucher when the stream is still as `seen` read it (the billed truth, the last change, the caps and funding
+   * Bill a voucher when the stream is still as `seen` read it (the billed truth, the last change, the credential (iat), the caps and funding
    * it was judged by, and no revocation or halted budget since): a conditional update, so two vouchers of one stream
    * never both win and the billed truth never goes down, with no lock held between the read and the write.
    * PostgreSQL: one statement (the update and the voucher's row, CTE), run on its own (writeOne); SQLite: two, in a
@@ -239,10 +239,12 @@ export const streams = {
     const p = {
       node: seen.node_id, id: seen.id, amount: v.amount, units: v.units, voucher: v.voucher, signedAt: v.signedAt, now: v.now,
       billed: seen.billed_micro, billedUnits: seen.billed_units, updated: seen.updated_at, cap: seen.cap_micro,
-      funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n,
+      funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n, iat: seen.iat,
     };
+    // `iat`: a renewal (a credential with a strictly later iat) replaces the voucher key, expiry and price the voucher
+    // was judged on, and its updated_at can be the very millisecond of the billing the row was remembered at.
     const update = `UPDATE streams SET billed_micro = @amount, billed_units = @units, billed_voucher = @voucher, billed_signed_at = @signedAt, updated_at = @now
-      WHERE node_id = @node AND id = @id AND status = 'open' AND billed_micro = @billed AND billed_units = @billedUnits AND updated_at = @updated
+      WHERE node_id = @node AND id = @id AND status = 'open' AND billed_micro = @billed AND billed_units = @billedUnits AND updated_at = @updated AND iat = @iat
         AND cap_micro = @cap AND funding_status = @funding AND COALESCE(funding_limit_micro, -1) = @limit
         AND NOT EXISTS (SELECT 1 FROM revocations r WHERE r.node_id = @node AND r.stream = @id)
         AND NOT EXISTS (SELECT 1 FROM budgets b WHERE b.node_id = @node AND b.id = streams.budget AND b.status != 'active')`;
