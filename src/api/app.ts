@@ -20,6 +20,7 @@ import { healthVerdict } from '../service/health.js';
 import { statusRoutes } from './routes/status.js';
 import { tracer } from '../ops/tracing.js';
 import { traceRequests } from './middleware/trace.js';
+import { routeLabel } from './route-label.js';
 
 export interface AppOptions {
   /** Requests per second per token (0: off); burst is twice that unless given. */
@@ -57,7 +58,7 @@ export function createApp(d: Deps, opts: AppOptions) {
   // Requests by route pattern (never the raw path: ids would explode the label set), method and status.
   app.use('*', async (c, next) => {
     await next();
-    const route = c.req.routePath || 'unmatched';
+    const route = routeLabel(c) ?? (c.req.routePath || 'unmatched');
     const method = c.req.method;
     const status = c.res.status;
     metrics.requests.incById(`${method} ${status} ${route}`, () => ({ route, method, status: String(status) }));

@@ -5,11 +5,13 @@
 // - POST /v1/allowances/verify and POST /v1/streams/{id}/vouchers.
 // Same answers as the routes: the same authentication (authenticate), the same rate limit buckets, the same body
 // checks (UTF-8, JSON, the route's zod schemas with the routes' 400), the same service functions (StreamReads,
-// verifyAnswer, voucherAnswer) and error answers (errorAnswer), the same request metric and server span. Only the
-// plain form is taken here: exactly that path, no query string, no percent-encoding, no trailing slash, and for a POST
-// a declared length within the body limit and a content type of application/json (charset utf-8 at most); anything
-// else (HEAD, a query to refuse, an encoded id, a chunked body, another media type) goes to Hono, which answers it as
-// the contract says.
+// verifyAnswer, voucherAnswer) and error answers (errorAnswer), the same request metric and server span (both named
+// by the route the request is for, a refusal before it included, as src/api/route-label.ts makes Hono name them).
+// Only the plain form is taken here: exactly that path, with no query
+// string, percent-encoding, dot segment, trailing slash or character @hono/node-server would rewrite or refuse, a
+// plain Host header, and for a POST a declared length within the body limit and one content type header of
+// application/json (charset=utf-8 at most). Anything else (HEAD, a query to refuse, an encoded id, a chunked body,
+// another media type) goes to Hono, which answers it as the contract says (test/e2e/direct-path.test.ts compares).
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { HTTPException } from 'hono/http-exception';
 import { metrics } from '../ops/metrics.js';
@@ -22,22 +24,36 @@ import { checkStreamId, verifyAnswer, voucherAnswer, type StreamReads } from './
 import { StreamId, VerifyRequest, VoucherRequest } from './schemas.js';
 
 const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
-const PATH = /^\/v1\/streams\/([^/?#%]+)\/([a-z]+)$/;
+/** `/v1/streams/{id}/{suffix}`, the id in the characters @hono/node-server takes as they are (reValidRequestUrl). */
+const PATH = /^\/v1\/streams\/([!$&-.0-9:;=@-Z[\]_a-z~]+)\/([a-z]+)$/;
+/** @hono/node-server builds the URL without parsing only for such a Host (reValidHost); any other goes to Hono. */
+const PLAIN_HOST = /^[a-z0-9._-]+(?::(?:[1-5]\d{3,4}|[6-9]\d{3}))?$/;
+/** Hono's routes see `..` and `.` segments resolved: never taken here. */
+const DOT_ID = /^\.\.?$/;
 
 export type RequestListener = (req: IncomingMessage, res: ServerResponse) => void;
 
 /** The plain JSON body the direct path reads: anything else is Hono's (415, 413, a chunked body). */
-const PLAIN_JSON = /^application\/json[ \t]*(?:;[ \t]*charset[ \t]*=[ \t]*(?:utf-8|"utf-8")[ \t]*)?$/i;
+const PLAIN_JSON = /^application\/json(?:;[ \t]*charset=(?:utf-8|"utf-8"))?$/i;
 const VERIFY_PATH = '/v1/allowances/verify';
 const VERIFY_ROUTE = VERIFY_PATH;
 const VOUCHER_ROUTE = '/v1/streams/:id/vouchers';
+
+/** How many times `name` (lower case) is among the request's raw headers. */
+function headerLines(req: IncomingMessage, name: string): number {
+  let n = 0;
+  const raw = req.rawHeaders;
+  for (let i = 0; i < raw.length; i += 2) if (raw[i]!.length === name.length && raw[i]!.toLowerCase() === name) n++;
+  return n;
+}
 
 function plainJsonPost(req: IncomingMessage): boolean {
   const type = req.headers['content-type'];
   const length = req.headers['content-length'];
   if (type === undefined || length === undefined || req.headers['transfer-encoding'] !== undefined || !PLAIN_JSON.test(type)) return false;
   const n = Number(length);
-  return Number.isSafeInteger(n) && n <= MAX_BODY_BYTES;
+  // One content type line: node keeps the first of several, Hono's request joins them (and refuses the result).
+  return Number.isSafeInteger(n) && n <= MAX_BODY_BYTES && headerLines(req, 'content-type') === 1;
 }
 
 /** A request whose client went away before its body arrived: nobody to answer, nothing done. */
@@ -46,6 +62,7 @@ const ABORTED = new Error('request aborted before its body arrived');
 /** The whole body (its length was declared and is within the limit: node's parser holds the request to it). */
 function readBody(req: IncomingMessage): Promise<Buffer> {
   return new Promise((resolve, reject) => {
+    if (req.destroyed && !req.complete) return reject(ABORTED); // gone while the request was authenticated
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.once('end', () => resolve(chunks.length === 1 ? chunks[0]! : Buffer.concat(chunks)));
@@ -54,10 +71,10 @@ function readBody(req: IncomingMessage): Promise<Buffer> {
   });
 }
 
-/** The body as the route's validators read it: UTF-8, JSON (400 as Hono's validator), then the route's schema. */
-async function jsonOf<T>(req: IncomingMessage, schema: { safeParse(v: unknown): { success: true; data: T } | { success: false; error: Parameters<typeof invalidFromZod>[0] } }, before?: () => void): Promise<T> {
-  const text = bodyText(await readBody(req));
-  before?.(); // the path parameter is checked after the body checks and before JSON, as the route's validators do
+type Schema<T> = { safeParse(v: unknown): { success: true; data: T } | { success: false; error: Parameters<typeof invalidFromZod>[0] } };
+
+/** JSON as the route's json validator reads it (400 as Hono's for malformed JSON), then the route's schema. */
+function jsonOf<T>(text: string, schema: Schema<T>): T {
   let value: unknown;
   try {
     value = JSON.parse(text);
@@ -69,6 +86,9 @@ async function jsonOf<T>(req: IncomingMessage, schema: { safeParse(v: unknown): 
   return r.data;
 }
 
+/** What a direct request ends with: its route, its answer and the node it was authenticated as. */
+interface Outcome { route: string; a: Answer; node: string | undefined }
+
 /** `next` with the stream reads and the two hot writes in front of it. */
 export function directPath(opts: { d: Deps; reads: StreamReads; nodeForToken: NodeForToken; rateLimit: { take(key: string): void }; next: RequestListener }): RequestListener {
   const { d, reads, nodeForToken, rateLimit, next } = opts;
@@ -77,65 +97,73 @@ export function directPath(opts: { d: Deps; reads: StreamReads; nodeForToken: No
   const routeOf = (suffix: string) => routes.get(suffix) ?? (routes.set(suffix, `/v1/streams/:id/${suffix}`), routes.get(suffix)!);
   return (req, res) => {
     const url = req.url ?? '';
+    const host = req.headers.host;
+    if (host === undefined || !PLAIN_HOST.test(host)) return next(req, res);
     if (req.method === 'POST') {
-      if (url === VERIFY_PATH) return plainJsonPost(req) ? void write(req, res, VERIFY_ROUTE, (node, span) => jsonOf(req, VerifyRequest).then((body) => verifyAnswer(d, node, body, span))) : next(req, res);
-      const m = PATH.exec(url);
-      if (m && m[2] === 'vouchers' && plainJsonPost(req)) {
-        const id = m[1]!;
-        return void write(req, res, VOUCHER_ROUTE, (node, span) =>
-          jsonOf(req, VoucherRequest, () => { const p = StreamId.safeParse({ id }); if (!p.success) throw invalidFromZod(p.error); }).then((body) => voucherAnswer(d, node, id, body, span)));
+      if (url === VERIFY_PATH) {
+        if (!plainJsonPost(req)) return next(req, res);
+        return void post(req, res, VERIFY_ROUTE, async (node, span) => verifyAnswer(d, node, jsonOf(bodyText(await readBody(req)), VerifyRequest), span));
       }
-      return next(req, res);
+      const m = PATH.exec(url);
+      if (!m || m[2] !== 'vouchers' || DOT_ID.test(m[1]!) || !plainJsonPost(req)) return next(req, res);
+      const id = m[1]!;
+      return void post(req, res, VOUCHER_ROUTE, async (node, span) => {
+        const text = bodyText(await readBody(req));
+        // The route's validators, in their order: the path parameter, then the JSON body.
+        const p = StreamId.safeParse({ id });
+        if (!p.success) throw invalidFromZod(p.error);
+        return voucherAnswer(d, node, id, jsonOf(text, VoucherRequest), span);
+      });
     }
     const m = req.method === 'GET' ? PATH.exec(url) : null;
-    const read = m ? reads.get(m[2]!) : undefined;
+    const read = m && !DOT_ID.test(m[1]!) ? reads.get(m[2]!) : undefined;
     if (!read) return next(req, res);
-    void answer(req, res, m![2]!, m![1]!, read);
+    void get(req, res, m![2]!, m![1]!, read);
   };
 
-  /** A direct POST: span, authentication, rate limit, then `handle` (the body and the service); answered as Hono would. */
-  async function write(req: IncomingMessage, res: ServerResponse, route: string, handle: (node: string, span: Span | undefined) => Promise<Answer>) {
+  /** A direct POST: the server span, authentication, rate limit, then `handle` (the body and the service). */
+  async function post(req: IncomingMessage, res: ServerResponse, route: string, handle: (node: string, span: Span | undefined) => Promise<Answer>) {
     const span = tracer?.server('POST', route, req.url!, req.headers.traceparent, { 'client.address': req.socket.remoteAddress, 'user_agent.original': req.headers['user-agent'] });
-    let node: string | undefined;
-    let a: Answer;
+    const o: Outcome = { route, a: undefined as never, node: undefined };
     try {
-      node = (await authenticate(req.headers.authorization, nodeForToken)).node;
-      rateLimit.take(node);
-      a = await handle(node, span);
+      o.node = (await authenticate(req.headers.authorization, nodeForToken)).node;
+      rateLimit.take(o.node);
+      o.a = await handle(o.node, span);
     } catch (err) {
       if (err === ABORTED) {
         span?.end();
         return;
       }
-      a = errorAnswer(err as Error, req.url!);
+      o.a = errorAnswer(err as Error, req.url!);
     }
-    metrics.requests.incById(`POST ${a.status} ${route}`, () => ({ route, method: 'POST', status: String(a.status) }));
-    if (span) endHttp(span, a.status, { 'http.route': route, 'node_svc.node': node });
-    send(res, a);
+    finish(res, 'POST', o, span);
   }
 
-  async function answer(req: IncomingMessage, res: ServerResponse, suffix: string, id: string, read: (node: string, id: string) => Promise<unknown>) {
+  /** A direct GET of a stream read: the same steps without a body (the id is checked by the route's handler). */
+  async function get(req: IncomingMessage, res: ServerResponse, suffix: string, id: string, read: (node: string, id: string) => Promise<unknown>) {
     const route = routeOf(suffix);
     const span = tracer?.server('GET', route, req.url!, req.headers.traceparent); // undefined: tracing off
-    let a: Answer;
+    const o: Outcome = { route, a: undefined as never, node: undefined };
     try {
-      const { node } = await authenticate(req.headers.authorization, nodeForToken);
-      rateLimit.take(node);
+      o.node = (await authenticate(req.headers.authorization, nodeForToken)).node;
+      rateLimit.take(o.node);
       checkStreamId(id);
-      const r = await read(node, id);
-      a = { status: 200, body: typeof r === 'string' ? r : JSON.stringify(r), headers: JSON_TYPE };
+      const r = await read(o.node, id);
+      o.a = { status: 200, body: typeof r === 'string' ? r : JSON.stringify(r), headers: JSON_TYPE };
     } catch (err) {
-      a = errorAnswer(err as Error, req.url!);
+      o.a = errorAnswer(err as Error, req.url!);
     }
-    metrics.requests.incById(`GET ${a.status} ${route}`, () => ({ route, method: 'GET', status: String(a.status) }));
-    if (span) endHttp(span, a.status);
-    send(res, a);
+    finish(res, 'GET', o, span);
   }
 }
 
-function send(res: ServerResponse, a: Answer): void {
+/** The metric, the span's end and the answer. One string: Node sends the head and the body in one write. */
+function finish(res: ServerResponse, method: 'GET' | 'POST', o: Outcome, span: Span | undefined): void {
+  const { route } = o;
+  const status = o.a.status;
+  metrics.requests.incById(`${method} ${status} ${route}`, () => ({ route, method, status: String(status) }));
+  if (span) endHttp(span, status, method === 'POST' ? { 'http.route': route, 'node_svc.node': o.node } : undefined);
   if (res.destroyed) return;
-  // One string: Node sends the head and the body in one write.
-  res.writeHead(a.status, { ...a.headers, 'content-length': Buffer.byteLength(a.body) });
-  res.end(a.body);
+  res.writeHead(status, { ...o.a.headers, 'content-length': Buffer.byteLength(o.a.body) });
+  res.end(o.a.body);
 }

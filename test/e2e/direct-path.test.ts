@@ -19,10 +19,12 @@ describe('the direct write path answers as Hono does', () => {
   let stranger: KeyPair;
 
   /** POST `body` (bytes) to `path`: with its length declared (the direct path) or chunked (Hono). */
-  const post = (path: string, body: Buffer | string, o: { chunked: boolean; type?: string; auth?: string | null }): Promise<Reply> =>
+  type Options = { type?: string | string[]; auth?: string | null; host?: string };
+  const post = (path: string, body: Buffer | string, o: Options & { chunked: boolean }): Promise<Reply> =>
     new Promise((resolve, reject) => {
       const bytes = Buffer.from(body);
-      const headers: Record<string, string> = { 'content-type': o.type ?? 'application/json' };
+      const headers: Record<string, string | string[]> = { 'content-type': o.type ?? 'application/json' };
+      if (o.host !== undefined) headers.host = o.host;
       if (o.auth !== null) headers.authorization = o.auth ?? `Bearer ${token}`;
       if (!o.chunked) headers['content-length'] = String(bytes.length);
       const u = new URL(path, daemon.url);
@@ -38,9 +40,18 @@ describe('the direct write path answers as Hono does', () => {
       if (o.chunked) req.write(bytes.subarray(0, 1)); // a first chunk on its own: the body is chunked, not one write
       req.end(o.chunked ? bytes.subarray(1) : bytes);
     });
-  const both = async (path: string, body: Buffer | string, o: { type?: string; auth?: string | null } = {}) => {
-    const direct = await post(path, body, { ...o, chunked: false });
-    const hono = await post(path, body, { ...o, chunked: true });
+  /** The request metric's series that moved during `f`, with how much. */
+  const counted = async (f: () => Promise<Reply>) => {
+    const series = async () => new Map((await (await fetch(`${daemon.url}/metrics`)).text()).split('\n')
+      .filter((l) => l.startsWith('node_svc_http_requests_total{')).map((l) => [l.slice(0, l.lastIndexOf(' ')), Number(l.slice(l.lastIndexOf(' ') + 1))] as const));
+    const before = await series();
+    const reply = await f();
+    const moved = [...(await series())].filter(([k, v]) => v !== (before.get(k) ?? 0)).map(([k, v]) => `${k} +${v - (before.get(k) ?? 0)}`);
+    return { ...reply, counted: moved };
+  };
+  const both = async (path: string, body: Buffer | string, o: Options = {}) => {
+    const direct = await counted(() => post(path, body, { ...o, chunked: false }));
+    const hono = await counted(() => post(path, body, { ...o, chunked: true }));
     return { direct, hono };
   };
   const metric = async (route: string, status: number) => {
@@ -66,9 +77,15 @@ describe('the direct write path answers as Hono does', () => {
   it('POST /v1/allowances/verify: valid (a registered stream), refusals, bad bodies, bad tokens', async () => {
     const valid = mintCredential({ key: issuer, payer, claims: { stream: 'dp-1' } });
     expect((await post('/v1/allowances/verify', JSON.stringify({ credential: valid }), { chunked: false })).status).toBe(200); // registers it
-    const cases: Array<[string, Buffer | string, { type?: string; auth?: string | null }?]> = [
+    const cases: Array<[string, Buffer | string, Options?]> = [
       ['valid, registered', JSON.stringify({ credential: valid })],
       ['valid, with a charset', JSON.stringify({ credential: valid }), { type: 'application/json; charset=utf-8' }],
+      ['valid, a space before the charset (Hono: 415)', JSON.stringify({ credential: valid }), { type: 'application/json ; charset=utf-8' }],
+      ['valid, spaces around "=" (Hono: 415)', JSON.stringify({ credential: valid }), { type: 'application/json; charset = utf-8' }],
+      ['valid, two content types', JSON.stringify({ credential: valid }), { type: ['application/json', 'text/plain'] }],
+      ['valid, a Host header node-server refuses', JSON.stringify({ credential: valid }), { host: 'a@b' }],
+      ['valid, a Host header in capitals', JSON.stringify({ credential: valid }), { host: 'LOCALHOST' }],
+      ['valid, another JSON media type', JSON.stringify({ credential: valid }), { type: 'application/vnd.api+json' }],
       ['unknown key', JSON.stringify({ credential: mintCredential({ key: stranger, claims: { stream: 'dp-x' } }) })],
       ['wrong audience', JSON.stringify({ credential: mintCredential({ key: issuer, claims: { stream: 'dp-y', aud: 'node-b' } }) })],
       ['not a JWS', JSON.stringify({ credential: 'not-a-jws' })],
@@ -103,7 +120,11 @@ describe('the direct write path answers as Hono does', () => {
     expect(shape(first)).toEqual(shape(second));
     expect(JSON.parse(first.body)).toMatchObject({ accepted: true, billedMicro: '1000' });
     expect(JSON.parse(second.body)).toMatchObject({ accepted: true, billedMicro: '2000' });
-    const cases: Array<[string, string, Buffer | string, { type?: string; auth?: string | null }?]> = [
+    const cases: Array<[string, string, Buffer | string, Options?]> = [
+      ['a dot segment for the id', '..', JSON.stringify({ voucher: voucher(5000) })],
+      ['a single dot for the id', '.', JSON.stringify({ voucher: voucher(5000) })],
+      ['a backslash in the id', 'a\\b', JSON.stringify({ voucher: voucher(5000) })],
+      ['a Host header node-server refuses', stream, JSON.stringify({ voucher: voucher(5000) }), { host: 'x:99999' }],
       ['stale', stream, JSON.stringify({ voucher: voucher(1500) })],
       ['wrong stream', stream, JSON.stringify({ voucher: voucher(3000, 'other') })],
       ['over the cap', stream, JSON.stringify({ voucher: voucher(9_000_000) })],

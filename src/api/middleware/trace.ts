@@ -1,6 +1,7 @@
 import type { MiddlewareHandler } from 'hono';
 import type { IncomingMessage } from 'node:http';
 import { endHttp, type Tracer } from '../../ops/tracing.js';
+import { routeLabel } from '../route-label.js';
 import type { AuthEnv } from './auth.js';
 
 /**
@@ -18,7 +19,7 @@ export function traceRequests(t: Tracer): MiddlewareHandler<AuthEnv> {
     try {
       await next();
     } finally {
-      const route = c.req.routePath && c.req.routePath !== '/v1/*' ? c.req.routePath : undefined;
+      const route = routeLabel(c);
       if (route) span.rename(`${c.req.method} ${route}`);
       endHttp(span, c.res.status, { 'http.route': route, 'node_svc.node': c.get('node') });
     }
