@@ -102,13 +102,13 @@ export function directPath(opts: { d: Deps; reads: StreamReads; nodeForToken: No
     if (req.method === 'POST') {
       if (url === VERIFY_PATH) {
         if (!plainJsonPost(req)) return next(req, res);
-        return void post(req, res, VERIFY_ROUTE, async (node, span) => verifyAnswer(d, node, jsonOf(bodyText(await readBody(req)), VerifyRequest), span));
+        return void post(req, res, VERIFY_ROUTE, async (node, span, body) => verifyAnswer(d, node, jsonOf(bodyText(await body), VerifyRequest), span));
       }
       const m = PATH.exec(url);
       if (!m || m[2] !== 'vouchers' || DOT_ID.test(m[1]!) || !plainJsonPost(req)) return next(req, res);
       const id = m[1]!;
-      return void post(req, res, VOUCHER_ROUTE, async (node, span) => {
-        const text = bodyText(await readBody(req));
+      return void post(req, res, VOUCHER_ROUTE, async (node, span, body) => {
+        const text = bodyText(await body);
         // The route's validators, in their order: the path parameter, then the JSON body.
         const p = StreamId.safeParse({ id });
         if (!p.success) throw invalidFromZod(p.error);
@@ -121,14 +121,21 @@ export function directPath(opts: { d: Deps; reads: StreamReads; nodeForToken: No
     void get(req, res, m![2]!, m![1]!, read);
   };
 
-  /** A direct POST: the server span, authentication, rate limit, then `handle` (the body and the service). */
-  async function post(req: IncomingMessage, res: ServerResponse, route: string, handle: (node: string, span: Span | undefined) => Promise<Answer>) {
+  /**
+   * A direct POST: the server span, authentication, rate limit, then `handle` (the body's checks and the service). The
+   * body is read from the start, while the token is looked up: a body that arrived whole is used even if the client
+   * left meanwhile (as @hono/node-server does), and a request cut off before its body ends is dropped: no answer can
+   * reach anyone, nothing is counted, the span ends.
+   */
+  async function post(req: IncomingMessage, res: ServerResponse, route: string, handle: (node: string, span: Span | undefined, body: Promise<Buffer>) => Promise<Answer>) {
+    const body = readBody(req);
+    body.catch(() => undefined); // refused before the body is wanted (401, 429): its end or abort is nobody's business
     const span = tracer?.server('POST', route, req.url!, req.headers.traceparent, { 'client.address': req.socket.remoteAddress, 'user_agent.original': req.headers['user-agent'] });
     const o: Outcome = { route, a: undefined as never, node: undefined };
     try {
       o.node = (await authenticate(req.headers.authorization, nodeForToken)).node;
       rateLimit.take(o.node);
-      o.a = await handle(o.node, span);
+      o.a = await handle(o.node, span, body);
     } catch (err) {
       if (err === ABORTED) {
         span?.end();

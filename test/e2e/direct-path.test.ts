@@ -3,10 +3,12 @@
 // below is sent both ways, one after the other, and the two answers must be the same: status, content type, the
 // headers a client reads, and the body. Then what only one way can see: the request metric and the body checks.
 import { request } from 'node:http';
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { issuerKeyPair, keyPair, mintCredential, payerKeyPair, signVoucher, type KeyPair } from '../helpers/issuer.js';
+import { waitFor } from '../helpers/wait.js';
 
 interface Reply { status: number; type: string | undefined; auth: string | undefined; retry: string | undefined; body: string }
 
@@ -147,6 +149,26 @@ describe('the direct write path answers as Hono does', () => {
     // Nothing above billed anything more.
     const f = await (await fetch(`${daemon.url}/v1/streams/${stream}/finality`, { headers: { authorization: `Bearer ${token}` } })).json();
     expect(f.billedTruth.amountMicro).toBe('2000');
+  });
+
+  it('a client that leaves: a body cut off is dropped, a body sent whole is billed; the daemon answers on', async () => {
+    const stream = 'dp-gone';
+    expect((await post('/v1/allowances/verify', JSON.stringify({ credential: mintCredential({ key: issuer, payer, claims: { stream } }) }), { chunked: false })).status).toBe(200);
+    const finality = async () => (await (await fetch(`${daemon.url}/v1/streams/${stream}/finality`, { headers: { authorization: `Bearer ${token}` } })).json()).billedTruth.amountMicro;
+    const raw = (text: string) => new Promise<void>((resolve, reject) => {
+      const u = new URL(daemon.url);
+      const sock = connect(Number(u.port), u.hostname, () => sock.end(text, () => { sock.destroy(); resolve(); }));
+      sock.on('error', reject);
+    });
+    const head = (length: number) => `POST /v1/streams/${stream}/vouchers HTTP/1.1\r\nhost: 127.0.0.1\r\nauthorization: Bearer ${token}\r\ncontent-type: application/json\r\ncontent-length: ${length}\r\n\r\n`;
+    const cut = JSON.stringify({ voucher: signVoucher(payer, { stream, amount: '1000', units: '40' }) });
+    await raw(head(cut.length) + cut.slice(0, cut.length >> 1));
+    const whole = JSON.stringify({ voucher: signVoucher(payer, { stream, amount: '2000', units: '80' }) });
+    await raw(head(whole.length) + whole);
+    await waitFor(async () => (await finality()) === '2000', 'the whole voucher billed', 5_000, 20);
+    // Still serving: the next voucher is judged on what the whole one billed.
+    const next = await post(`/v1/streams/${stream}/vouchers`, JSON.stringify({ voucher: signVoucher(payer, { stream, amount: '3000', units: '120' }) }), { chunked: false });
+    expect(JSON.parse(next.body)).toMatchObject({ accepted: true, billedMicro: '3000' });
   });
 
   it('counts its requests under the route, as Hono does, and leaves other forms to Hono', async () => {
