@@ -143,7 +143,7 @@ async function benchMain() {
         iat: Math.floor(now0 / 1000), exp: Math.floor(now0 / 1000) + 86_400, cap_micro: 10n ** 15n, asset: 'USD', unit_price_micro: 1n,
         rate_micro_per_s: null, mode: 'card', voucher_key: '{}', claims: '{}', now: now0, funding_source: null,
       });
-      state.push({ node_id: NODE, id, billed_micro: 0n, billed_units: 0n, updated_at: now0, cap_micro: 10n ** 15n, funding_status: 'none', funding_limit_micro: null });
+      state.push({ node_id: NODE, id, billed_micro: 0n, billed_units: 0n, updated_at: now0, iat: Math.floor(now0 / 1000), cap_micro: 10n ** 15n, funding_status: 'none', funding_limit_micro: null });
     }
 
     // ---- int8 and friends, as each client gives them by default (for the record) ----
@@ -187,7 +187,7 @@ async function benchMain() {
       const paramsOf = (seen, v) => ({
         node: seen.node_id, id: seen.id, amount: v.amount, units: v.units, voucher: v.voucher, signedAt: v.signedAt, now: v.now,
         billed: seen.billed_micro, billedUnits: seen.billed_units, updated: seen.updated_at, cap: seen.cap_micro,
-        funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n,
+        funding: seen.funding_status, limit: seen.funding_limit_micro ?? -1n, iat: seen.iat,
       });
       const write = {
         [PG_WRITE]: async (k) => {
