@@ -19,11 +19,10 @@ import { endHttp, tracer, type Span } from '../ops/tracing.js';
 import type { Deps } from '../service/deps.js';
 import { authenticate, type NodeForToken } from './middleware/auth.js';
 import { bodyText, MAX_BODY_BYTES } from './middleware/body.js';
-import { errorAnswer, invalidFromZod, type Answer } from './problem.js';
+import { errorAnswer, invalidFromZod, jsonAnswer, type Answer } from './problem.js';
 import { checkStreamId, verifyAnswer, voucherAnswer, type StreamReads } from './routes/streams.js';
 import { StreamId, VerifyRequest, VoucherRequest } from './schemas.js';
 
-const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
 /** `/v1/streams/{id}/{suffix}`, the id in the characters @hono/node-server takes as they are (reValidRequestUrl). */
 const PATH = /^\/v1\/streams\/([!$&-.0-9:;=@-Z[\]_a-z~]+)\/([a-z]+)$/;
 /** @hono/node-server builds the URL without parsing only for such a Host (reValidHost); any other goes to Hono. */
@@ -155,8 +154,7 @@ export function directPath(opts: { d: Deps; reads: StreamReads; nodeForToken: No
       o.node = (await authenticate(req.headers.authorization, nodeForToken)).node;
       rateLimit.take(o.node);
       checkStreamId(id);
-      const r = await read(o.node, id);
-      o.a = { status: 200, body: typeof r === 'string' ? r : JSON.stringify(r), headers: JSON_TYPE };
+      o.a = jsonAnswer(await read(o.node, id));
     } catch (err) {
       o.a = errorAnswer(err as Error, req.url!);
     }

@@ -18,6 +18,10 @@ const CODE_BY_STATUS: Record<number, string> = {
 /** A problem answer, whatever serves it (Hono, or the read path of src/api/fast.ts). */
 export interface Answer { status: number; body: string; headers: Record<string, string> }
 
+const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
+/** A 200 with a JSON body (a value, or JSON text already made): what c.json sends, for the direct path's answers. */
+export const jsonAnswer = (value: unknown): Answer => ({ status: 200, body: typeof value === 'string' ? value : JSON.stringify(value), headers: JSON_TYPE });
+
 export function problemAnswer(status: number, code: string, detail: string, extra: Record<string, unknown> = {}, headers: Record<string, string> = {}): Answer {
   // A detail may quote a URL from a library error (an RPC or processor URL): never with its query or userinfo.
   const base = { type: `urn:node-svc:problem:${code}`, title: TITLES[status] ?? 'Error', status, detail: redactUrls(detail), code };

@@ -10,7 +10,7 @@ import {
   CredentialRefusal, FinalityView, Headroom, StreamListQuery, StreamId, StreamList, StreamVerify, ValidCredential, VerifyRequest,
   VoucherAccepted, VoucherRefusal, VoucherRequest, problemResponses, requestRefusedResponse,
 } from '../schemas.js';
-import { problemAnswer, type Answer } from '../problem.js';
+import { jsonAnswer, problemAnswer, type Answer } from '../problem.js';
 import { metrics } from '../../ops/metrics.js';
 import { causes, inSpan, type Span } from '../../ops/tracing.js';
 
@@ -119,7 +119,6 @@ export function streamRoutes(app: OpenAPIHono<AuthEnv>, d: Deps): StreamReads {
   return reads;
 }
 
-const JSON_TYPE = Object.freeze({ 'content-type': 'application/json' });
 /** What Hono sends for an Answer (the same bytes as c.json and problem()). */
 const answer = (c: Context, a: Answer) => c.body(a.body, a.status as never, a.headers) as never;
 
@@ -131,7 +130,7 @@ export async function verifyAnswer(d: Deps, node: string, body: { credential: st
   const r = await inSpan(parent, 'credential.verify', { 'node_svc.node': node }, () => verifyCredential(d, node, body.credential), (r, span) =>
     span.set(r.valid ? { 'node_svc.credential.valid': true, 'node_svc.stream': r.stream, 'node_svc.credential.id': r.credentialId } : { 'node_svc.credential.valid': false, 'node_svc.refusal': r.refusal }));
   metrics.verify.inc({ result: r.valid ? 'valid' : r.refusal });
-  if (r.valid) return { status: 200, body: JSON.stringify(r), headers: JSON_TYPE };
+  if (r.valid) return jsonAnswer(r);
   return problemAnswer(422, 'credential_refused', r.detail, { valid: false, refusal: r.refusal });
 }
 
@@ -155,5 +154,5 @@ export async function voucherAnswer(d: Deps, node: string, id: string, body: { v
     causes.forgetVoucher(node, id, span.ref);
     span.set({ 'node_svc.voucher.accepted': false, 'node_svc.voucher.reason': r.reason });
   });
-  return { status: 200, body: JSON.stringify(r), headers: JSON_TYPE };
+  return jsonAnswer(r);
 }
