@@ -1,22 +1,27 @@
 // bench/tracing: GET /v1/streams/{id}/headroom with OpenTelemetry traces on at 100 % sampling
 // (OTEL_TRACES_SAMPLER=always_on, OTLP/HTTP protobuf, the default) vs off (no OTEL_* variable: nothing loaded), the
 // same data dir and daemon flags, autocannon in this process. The collector is a trivial local HTTP server here that
-// drains each export and answers 200. The daemon is restarted for each side (one per data dir), rounds alternate
-// which side goes first; prints medians and the median per-round ratios.
+// drains each export and answers 200. A fresh daemon per side and round; prints medians and the median per-round ratios.
 // Two rates per side: requests/s (wall clock) and requests per CPU-second of the daemon process (utime + stime from
 // /proc: its capacity on one core, exporting included). On this shared 2-core machine the wall rate swings with the
 // neighbours' load (rounds of one run measured 0.61 to 0.95); the CPU-normalized rate does not, so it carries the
 // target. For the record, the same with 10 % of traces sampled (parentbased_traceidratio 0.1): what an operator who
 // cannot afford every trace would run. Target (issue #23): on at 100 % >= 0.85 x off.
-// Five rounds by default: a round is ~20 s, and on this machine one or two rounds of a run can fall on a busy
-// neighbour (rounds of one run measured 0.60 to 0.93); the median of five is moved only when three of them are.
-// Env: BENCH_ROUNDS (5), BENCH_SECONDS (4), BENCH_CONNECTIONS (50).
+// A round runs the three daemons side by side and measures them in turns of one second (BENCH_SLICE_S), the order
+// rotating, SECONDS each in all: when each side ran 4 s on its own, one side of a round could fall on a busy
+// neighbour (rounds of one run measured 0.60 to 0.98 on the same code). What turns do not remove is each daemon
+// process's own bias: two daemons with tracing off, measured in turns, differ by up to 10 % per CPU-second (measured
+// 0.98 and 1.105, also with each pinned to a core). Hence fresh daemons each round and the median of five rounds.
+// Env: BENCH_ROUNDS (5), BENCH_SECONDS (4), BENCH_SLICE_S (1), BENCH_CONNECTIONS (50).
+import { cpSync } from 'node:fs';
 import { createServer } from 'node:http';
+import { join } from 'node:path';
 import { report, result } from './lib/report.mjs';
 import { cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5);
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
+const SLICE_S = Number(process.env.BENCH_SLICE_S ?? 1);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const TARGET = 0.85;
 
@@ -25,17 +30,23 @@ for (const k of Object.keys(process.env)) if (k.startsWith('OTEL_')) delete proc
 const { default: autocannon } = await import('autocannon');
 let spans = 0; // export requests received (each a batch of up to 4096 spans, the daemon's default)
 let bytes = 0;
+const exportsOf = { on: 0, sampled: 0 }; // by the side's path prefix (its daemon's endpoint)
 const collector = createServer((req, res) => {
   req.on('data', (c) => { bytes += c.length; });
-  req.on('end', () => { spans++; res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end(); });
+  req.on('end', () => {
+    spans++;
+    const side = req.url.split('/')[1];
+    if (side in exportsOf) exportsOf[side]++;
+    res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+  });
 });
 await new Promise((r) => collector.listen(0, '127.0.0.1', r));
 const ON = {
-  OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.address().port}`,
+  OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.address().port}/on`,
   OTEL_TRACES_SAMPLER: 'always_on',
   OTEL_SERVICE_NAME: 'node-svc-bench',
 };
-const SAMPLED = { ...ON, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' };
+const SAMPLED = { ...ON, OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${collector.address().port}/sampled`, OTEL_TRACES_SAMPLER: 'parentbased_traceidratio', OTEL_TRACES_SAMPLER_ARG: '0.1' };
 const SIDES = { off: {}, on: ON, sampled: SAMPLED };
 
 const p = prepare('tracing');
@@ -50,34 +61,55 @@ try {
   await post('/v1/allowances/verify', { credential: p.credential('traced') });
   await post('/v1/streams/traced/vouchers', { voucher: p.voucher('traced', 5000) });
   await p.stop(setup.child);
+  // One data dir per side (a data dir takes one daemon): copies of the stopped one.
+  const dirs = { off: p.dataDir };
+  for (const name of ['on', 'sampled']) cpSync(p.dataDir, (dirs[name] = join(p.root, `data-${name}`)), { recursive: true });
 
-  /** One side: a fresh daemon (tracing off, on, or sampled), warmed, then SECONDS of autocannon; stopped after. */
+  /** One side's daemon (tracing off, on, or sampled), started and warmed; `slice()` measures it for SLICE_S seconds. */
   const side = async (name) => {
     const on = name !== 'off';
-    const before = { spans, bytes };
-    const d = await p.daemon([], SIDES[name]);
-    try {
-      const target = { url: `${d.url}/v1/streams/traced/headroom`, headers: p.auth, connections: CONNECTIONS, pipelining: 1 };
-      await autocannon({ ...target, duration: 2 }); // JIT, statements, the exporter's first batches
-      const cpu0 = cpuSeconds(d.child.pid);
-      const r = await autocannon({ ...target, duration: SECONDS });
-      const cpu = cpuSeconds(d.child.pid) - cpu0;
-      const bad = r.non2xx + r.errors + r.timeouts;
-      if (bad) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
-      return { rps: r.requests.average, perCpu: r.requests.total / cpu, p99: r.latency.p99 };
-    } finally {
-      await p.stop(d.child); // flushes what is buffered
-      if (on && spans === before.spans) throw new Error('tracing on, but the collector received no export');
-      if (!on && spans !== before.spans) throw new Error('tracing off, but the collector received an export');
-    }
+    const before = exportsOf[name];
+    const d = await p.daemon([], SIDES[name], dirs[name]);
+    const target = { url: `${d.url}/v1/streams/traced/headroom`, headers: p.auth, connections: CONNECTIONS, pipelining: 1 };
+    await autocannon({ ...target, duration: 2 }); // JIT, statements, the exporter's first batches
+    const sum = { requests: 0, cpu: 0, seconds: 0, p99: [] };
+    return {
+      sum,
+      async slice() {
+        const cpu0 = cpuSeconds(d.child.pid);
+        const r = await autocannon({ ...target, duration: SLICE_S });
+        sum.cpu += cpuSeconds(d.child.pid) - cpu0;
+        const bad = r.non2xx + r.errors + r.timeouts;
+        if (bad) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
+        sum.requests += r.requests.total;
+        sum.seconds += r.duration;
+        sum.p99.push(r.latency.p99);
+      },
+      async stop() {
+        await p.stop(d.child); // flushes what is buffered
+        if (on && exportsOf[name] === before) throw new Error(`tracing ${name}, but the collector received no export from it`);
+      },
+    };
   };
 
+  // A round: the three daemons side by side, measured in turns of SLICE_S seconds (SECONDS each in all), the order
+  // of the turn rotating; each side's rate from its turns summed. Turns of a second interleave the sides within a
+  // few seconds, so a neighbour's burst falls on all three instead of deciding one side of the ratio.
   const res = { off: [], on: [], sampled: [], ratio: [], wall: [], sampledRatio: [] };
+  const NAMES = ['off', 'on', 'sampled'];
   for (let k = 0; k < ROUNDS; k++) {
-    const order = k % 2 ? ['sampled', 'on', 'off'] : ['off', 'on', 'sampled'];
-    const got = {};
-    for (const name of order) got[name] = await side(name);
-    for (const name of order) res[name].push(got[name]);
+    const sides = {};
+    try {
+      for (const name of NAMES) sides[name] = await side(name);
+      for (let t = 0; t < Math.ceil(SECONDS / SLICE_S); t++) for (let j = 0; j < 3; j++) await sides[NAMES[(t + j + k) % 3]].slice();
+    } finally {
+      for (const name of NAMES) await sides[name]?.stop();
+    }
+    const got = Object.fromEntries(NAMES.map((n) => {
+      const s = sides[n].sum;
+      return [n, { rps: s.requests / s.seconds, perCpu: s.requests / s.cpu, p99: median(s.p99) }];
+    }));
+    for (const name of NAMES) res[name].push(got[name]);
     res.ratio.push(got.on.perCpu / got.off.perCpu);
     res.wall.push(got.on.rps / got.off.rps);
     res.sampledRatio.push(got.sampled.perCpu / got.off.perCpu);
@@ -87,7 +119,7 @@ try {
   const sampled = median(res.sampledRatio);
   const line = (label, runs) =>
     `  ${label.padEnd(44)}${fmt(median(runs.map((x) => x.perCpu))).padStart(7)}/CPU-s ${fmt(median(runs.map((x) => x.rps))).padStart(7)}/s   p99 ${median(runs.map((x) => x.p99)).toFixed(1)} ms`;
-  console.log(`bench/tracing  GET headroom, loopback, connections=${CONNECTIONS} ${SECONDS}s x rounds=${ROUNDS} (medians)`);
+  console.log(`bench/tracing  GET headroom, loopback, connections=${CONNECTIONS}, ${SECONDS} s per side in turns of ${SLICE_S} s x rounds=${ROUNDS} (medians)`);
   console.log(line('tracing off (no OTEL_* variable)', res.off));
   console.log(line('tracing on, always_on, OTLP/HTTP protobuf', res.on));
   console.log(line('tracing on, 10 % sampled', res.sampled));

@@ -54,12 +54,12 @@ export function prepare(prefix) {
   const control = (claims) => compact({ alg: 'EdDSA', typ: 'control+jwt', kid: 'bench-k1' }, { iss: ISSUER, aud: NODE, iat: now(), ...claims }, issuer.privateKey);
   const voucher = (stream, amount) => compact({ alg: 'EdDSA', typ: 'voucher+jwt', kid: 'payer-1' }, { stream, amount: String(amount), units: String(amount), iat: now() }, payer.privateKey);
 
-  /** Start the daemon; resolves with { url, child, startedMs } once it prints `listening on`. */
-  const daemon = (args = [], extraEnv = {}) =>
+  /** Start the daemon (on `dir`: a copy of the data dir, for daemons side by side); resolves with { url, child, startedMs } once it prints `listening on`. */
+  const daemon = (args = [], extraEnv = {}, dir = dataDir) =>
     new Promise((resolve, reject) => {
       const t0 = performance.now();
       const nodeArgs = process.env.BENCH_NODE_ARGS ? process.env.BENCH_NODE_ARGS.split(' ') : []; // e.g. --cpu-prof
-      const child = spawn(process.execPath, [...nodeArgs, BIN, '--data-dir', dataDir, 'daemon', '--host', '127.0.0.1', '--port', '0', '--rate-limit', '0', ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
+      const child = spawn(process.execPath, [...nodeArgs, BIN, '--data-dir', dir, 'daemon', '--host', '127.0.0.1', '--port', '0', '--rate-limit', '0', ...args], { env: { ...env, ...extraEnv }, stdio: ['ignore', 'pipe', 'pipe'] });
       children.push(child);
       let out = '';
       let err = '';
