@@ -70,6 +70,17 @@ describe('claimDue', () => {
     expect(got[0]!.node_id).toBe('node-b');
   });
 
+  it("never claims for a subscription disabled since the active list was cached (another process's change)", async () => {
+    await subscribe('node-a', 'a1');
+    await subscribe('node-a', 'a2');
+    await emit('node-a', 5, T0);
+    expect(bySub(await claim(T0, 60_000, 2, LIMITS, none))).toEqual({ a1: 1, a2: 1 }); // both active: the list is cached
+    // Disabled as another process would (not through subscriptions.setStatus, which drops the cached list).
+    store.db.prepare("UPDATE webhook_subscriptions SET status = 'disabled' WHERE id = 'a2'").run();
+    const got = await claim(T0, 60_000, 10, LIMITS, none);
+    expect(bySub(got)).toEqual({ a1: 4 });
+  });
+
   it('round-robins between subscriptions and nodes instead of oldest-first', async () => {
     await subscribe('node-a', 'a1');
     await subscribe('node-a', 'a2');
