@@ -1,6 +1,6 @@
 // bench/tracing: GET /v1/streams/{id}/headroom with OpenTelemetry traces on at 100 % sampling
-// (OTEL_TRACES_SAMPLER=always_on, OTLP/HTTP protobuf, the default) vs off (no OTEL_* variable: nothing loaded), the
-// same data dir and daemon flags, autocannon in this process. The collector is a trivial local HTTP server here that
+// (OTEL_TRACES_SAMPLER=always_on, OTLP/HTTP protobuf, the default) vs off (no OTEL_* variable: nothing loaded), copies
+// of one data dir and the same daemon flags, autocannon in this process. The collector is a trivial local HTTP server here that
 // drains each export and answers 200. A fresh daemon per side and round; prints medians and the median per-round ratios.
 // Two rates per side: requests/s (wall clock) and requests per CPU-second of the daemon process (utime + stime from
 // /proc: its capacity on one core, exporting included). On this shared 2-core machine the wall rate swings with the
@@ -9,7 +9,7 @@
 // cannot afford every trace would run. Target (issue #23): on at 100 % >= 0.85 x off.
 // A round runs the three daemons side by side and measures them in turns of one second (BENCH_SLICE_S), the order
 // rotating, SECONDS each in all: when each side ran 4 s on its own, one side of a round could fall on a busy
-// neighbour (rounds of one run measured 0.60 to 0.98 on the same code). What turns do not remove is each daemon
+// neighbour (rounds of one run measured 0.59 to 0.96 on the same code). What turns do not remove is each daemon
 // process's own bias: two daemons with tracing off, measured in turns, differ by up to 10 % per CPU-second (measured
 // 0.98 and 1.105, also with each pinned to a core). Hence fresh daemons each round and the median of five rounds.
 // Env: BENCH_ROUNDS (5), BENCH_SECONDS (4), BENCH_SLICE_S (1), BENCH_CONNECTIONS (50).
@@ -24,6 +24,7 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const SLICE_S = Number(process.env.BENCH_SLICE_S ?? 1);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const TARGET = 0.85;
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Tracing is this bench's choice: the caller's own OTEL_* variables would turn it on in the "off" daemon too.
 for (const k of Object.keys(process.env)) if (k.startsWith('OTEL_')) delete process.env[k];
@@ -31,12 +32,14 @@ const { default: autocannon } = await import('autocannon');
 let spans = 0; // export requests received (each a batch of up to 4096 spans, the daemon's default)
 let bytes = 0;
 const exportsOf = { on: 0, sampled: 0 }; // by the side's path prefix (its daemon's endpoint)
+let strayExports = 0; // under no side's prefix: nothing should send them
 const collector = createServer((req, res) => {
   req.on('data', (c) => { bytes += c.length; });
   req.on('end', () => {
     spans++;
     const side = req.url.split('/')[1];
     if (side in exportsOf) exportsOf[side]++;
+    else strayExports++;
     res.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
   });
 });
@@ -65,7 +68,11 @@ try {
   const dirs = { off: p.dataDir };
   for (const name of ['on', 'sampled']) cpSync(p.dataDir, (dirs[name] = join(p.root, `data-${name}`)), { recursive: true });
 
-  /** One side's daemon (tracing off, on, or sampled), started and warmed; `slice()` measures it for SLICE_S seconds. */
+  /**
+   * One side's daemon (tracing off, on, or sampled), started and warmed; `slice()` loads it for SLICE_S seconds. Its
+   * CPU is read from after the warm-up (`begin()`) to after the last turn (`end()`): the work it does outside its own
+   * turns (a batch exported on the exporter's timer, garbage collection) counts too; an idle daemon adds next to nothing.
+   */
   const side = async (name) => {
     const on = name !== 'off';
     const before = exportsOf[name];
@@ -73,12 +80,13 @@ try {
     const target = { url: `${d.url}/v1/streams/traced/headroom`, headers: p.auth, connections: CONNECTIONS, pipelining: 1 };
     await autocannon({ ...target, duration: 2 }); // JIT, statements, the exporter's first batches
     const sum = { requests: 0, cpu: 0, seconds: 0, p99: [] };
+    let cpu0 = 0;
     return {
       sum,
+      begin() { cpu0 = cpuSeconds(d.child.pid); },
+      end() { sum.cpu = cpuSeconds(d.child.pid) - cpu0; },
       async slice() {
-        const cpu0 = cpuSeconds(d.child.pid);
         const r = await autocannon({ ...target, duration: SLICE_S });
-        sum.cpu += cpuSeconds(d.child.pid) - cpu0;
         const bad = r.non2xx + r.errors + r.timeouts;
         if (bad) throw new Error(`${name}: ${r.non2xx} non-2xx, ${r.errors} errors, ${r.timeouts} timeouts of ${r.requests.total}`);
         sum.requests += r.requests.total;
@@ -99,12 +107,23 @@ try {
   const NAMES = ['off', 'on', 'sampled'];
   for (let k = 0; k < ROUNDS; k++) {
     const sides = {};
+    let failed;
     try {
       for (const name of NAMES) sides[name] = await side(name);
+      await sleep(500); // the warm-ups' last exports and collections, before anything is counted
+      for (const name of NAMES) sides[name].begin();
       for (let t = 0; t < Math.ceil(SECONDS / SLICE_S); t++) for (let j = 0; j < 3; j++) await sides[NAMES[(t + j + k) % 3]].slice();
-    } finally {
-      for (const name of NAMES) await sides[name]?.stop();
+      await sleep(500); // the last turn's tail (its exporter's batch, its collections)
+      for (const name of NAMES) sides[name].end();
+    } catch (err) {
+      failed = err;
     }
+    // Every side stopped, whatever happened; the first error is the one reported.
+    const stops = await Promise.allSettled(NAMES.filter((n) => sides[n]).map((n) => sides[n].stop()));
+    if (failed) throw failed;
+    const stopFailed = stops.find((x) => x.status === 'rejected');
+    if (stopFailed) throw stopFailed.reason;
+    if (strayExports) throw new Error(`the collector received ${strayExports} export(s) from no traced side (tracing off must send none)`);
     const got = Object.fromEntries(NAMES.map((n) => {
       const s = sides[n].sum;
       return [n, { rps: s.requests / s.seconds, perCpu: s.requests / s.cpu, p99: median(s.p99) }];

@@ -3,7 +3,7 @@
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { nodes } from '../../src/store/admin.js';
 import { openSqliteStore as openStore, type SqliteStore as Store } from '../../src/store/db.js';
 import { recordEvent } from '../../src/store/events.js';
@@ -71,14 +71,20 @@ describe('claimDue', () => {
   });
 
   it("never claims for a subscription disabled since the active list was cached (another process's change)", async () => {
-    await subscribe('node-a', 'a1');
-    await subscribe('node-a', 'a2');
-    await emit('node-a', 5, T0);
-    expect(bySub(await claim(T0, 60_000, 2, LIMITS, none))).toEqual({ a1: 1, a2: 1 }); // both active: the list is cached
-    // Disabled as another process would (not through subscriptions.setStatus, which drops the cached list).
-    store.db.prepare("UPDATE webhook_subscriptions SET status = 'disabled' WHERE id = 'a2'").run();
-    const got = await claim(T0, 60_000, 10, LIMITS, none);
-    expect(bySub(got)).toEqual({ a1: 4 });
+    // The wall clock stands still, so the cached active list (good for 1 s) is certainly still the one read first.
+    vi.useFakeTimers({ toFake: ['Date'], now: T0 });
+    try {
+      await subscribe('node-a', 'a1');
+      await subscribe('node-a', 'a2');
+      await emit('node-a', 5, T0);
+      expect(bySub(await claim(T0, 60_000, 2, LIMITS, none))).toEqual({ a1: 1, a2: 1 }); // both active: the list is cached
+      // Disabled as another process would (not through subscriptions.setStatus, which drops the cached list).
+      store.db.prepare("UPDATE webhook_subscriptions SET status = 'disabled' WHERE id = 'a2'").run();
+      const got = await claim(T0, 60_000, 10, LIMITS, none);
+      expect(bySub(got)).toEqual({ a1: 4 });
+    } finally {
+      vi.useRealTimers();
+    }
   });
 
   it('round-robins between subscriptions and nodes instead of oldest-first', async () => {

@@ -6,13 +6,13 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
-import { matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
+import { claimDue, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -426,6 +426,26 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         expect(seen).toHaveLength(1);
       } finally {
         off();
+      }
+    });
+  });
+
+  describe('claimDue', () => {
+    it("never claims for a subscription another daemon disabled while this one's active list is cached", async () => {
+      vi.useFakeTimers({ toFake: ['Date'], now: 1_800_000_000_000 }); // the cached list (good for 1 s; kept per store, as the worker passes it) stays the one read first
+      try {
+        const a = await openAt(await freshDb());
+        await a.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0)");
+        for (const id of ['whk_1', 'whk_2']) await a.write((tx) => subscriptions.insert(tx, { id, node_id: 'n1', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 }));
+        for (let i = 0; i < 5; i++) await a.write((tx) => recordEvent(tx, 'n1', 'budget.halted', `budget:b${i}`, { budget: `b${i}`, reason: 'anomaly' }, 1000));
+        const limits = { concurrency: 256, perNode: 128, perSubscription: 64 };
+        const none = { bySubscription: {}, byNode: {} };
+        const count = (rows: Array<{ subscription_id: string }>) => rows.reduce<Record<string, number>>((m, r) => ({ ...m, [r.subscription_id]: (m[r.subscription_id] ?? 0) + 1 }), {});
+        expect(count(await a.transaction((tx) => claimDue(tx, Date.now(), 60_000, 2, limits, none, 0, a)))).toEqual({ whk_1: 1, whk_2: 1 });
+        await a.q.run("UPDATE webhook_subscriptions SET status = 'disabled' WHERE id = 'whk_2'"); // not through setStatus: the cache stays
+        expect(count(await a.transaction((tx) => claimDue(tx, Date.now(), 60_000, 10, limits, none, 1, a)))).toEqual({ whk_1: 4 });
+      } finally {
+        vi.useRealTimers();
       }
     });
   });

@@ -1,8 +1,9 @@
 import type { Migration } from './index.js';
 
-// Every delivery is written three times (fan-out insert, claim, recorded attempt), and each write updates every index
-// of `deliveries`. Two of them no read needs (bench/delivery timed each statement of the worker: the insert 29 µs,
-// the delivered update 28 µs):
+// Every delivery is written three times (fan-out insert, claim, recorded attempt). An insert writes every index of
+// `deliveries`; an update, on SQLite the indexes whose columns it changes, on PostgreSQL all of them unless the update
+// is HOT. Two indexes no read needs (bench/delivery timed each statement of the worker: the insert 29 µs, the
+// delivered update 28 µs):
 // - deliveries_event (event_seq) is the prefix of deliveries_event_subscription (event_seq, subscription_id,
 //   created_at), which serves every read by event (retention's "held" test, replay, alerts test);
 // - deliveries_subscription (subscription_id, status) moved on every status change. The reads by subscription and
