@@ -1,6 +1,5 @@
 // Composition root: open store → migrate → keyring → API (+ delivery worker and rails as they land).
 import { serve, type ServerType } from '@hono/node-server';
-import v8 from 'node:v8';
 import type { AddressInfo } from 'node:net';
 import { createServer, type ServerOptions } from 'node:http';
 import type { RequestListener } from './api/fast.js';
@@ -23,6 +22,7 @@ import { Settler } from './rails/settler.js';
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
+import { boundHeapGrowth } from './ops/heap.js';
 import { AlertWatch, type AlertOptions } from './ops/alert-watch.js';
 
 export interface DaemonOptions {
@@ -74,22 +74,6 @@ function startKeyRefresh(store: Store, state: KeyRefreshState): NodeJS.Timeout {
   }, Math.max(1000, every));
   timer.unref();
   return timer;
-}
-
-/**
- * The daemon is long-running and allocates in bursts (webhook deliveries): by default V8 lets the old space grow
- * to several times the live data before collecting, which doubled RSS under bench/delivery. A smaller growing
- * step keeps it near the live size (V8 reads this at every GC, so setting it at start works).
- * NODE_SVC_HEAP_GROWING_PERCENT overrides it (0 leaves V8's default).
- */
-function boundHeapGrowth(): void {
-  const pct = Number(process.env.NODE_SVC_HEAP_GROWING_PERCENT ?? 20);
-  if (Number.isInteger(pct) && pct > 0) v8.setFlagsFromString(`--heap-growing-percent=${pct}`);
-  // The young generation doubles under request load up to 2 x 16 MB (--max-semi-space-size cannot be changed once
-  // the heap exists; its growth factor is read at each resize). Not growing it: bench/memory peak 124 → 106 MB,
-  // bench/delivery 121 → 107 MB, bench/http rates unchanged. NODE_SVC_SEMI_SPACE_GROWTH_FACTOR overrides (0: V8's).
-  const growth = Number(process.env.NODE_SVC_SEMI_SPACE_GROWTH_FACTOR ?? 1);
-  if (Number.isInteger(growth) && growth > 0) v8.setFlagsFromString(`--semi-space-growth-factor=${growth}`);
 }
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {

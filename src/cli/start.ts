@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
+import { boundHeapGrowthForDaemon } from '../ops/heap.js';
 
 export const BUNDLE = 'bundle.cjs';
 export const BUNDLE_CACHE = 'bundle.cjs.cache';
@@ -28,6 +29,7 @@ export function runCjs(
 }
 
 export function start(dir: string): void {
+  boundHeapGrowthForDaemon(); // before the bundle loads: its loading would grow the young generation first
   const file = join(dir, BUNDLE);
   let cachedData: Buffer | undefined;
   try {

@@ -9,6 +9,7 @@ import { setFlagsFromString, startupSnapshot } from 'node:v8';
 import { Script } from 'node:vm';
 import { wrapCjs } from '../cli/start.js';
 import { CLI_ASSET } from './manifest.js';
+import { boundHeapGrowthForDaemon } from '../ops/heap.js';
 
 const file = process.env.NODE_SVC_SEA_CLI;
 if (!file || !startupSnapshot.isBuildingSnapshot()) throw new Error('src/sea/snapshot.ts only runs when build.ts builds the binary');
@@ -24,4 +25,7 @@ const cli = { exports: {} as { run(): Promise<unknown> } };
 // The bundle requires builtins only (build.ts checks): the snapshot's own require loads those, then and in the binary.
 (script.runInThisContext() as (...args: unknown[]) => void)(cli.exports, require, cli, CLI_ASSET, dirname(CLI_ASSET),
   (specifier: string) => Promise.reject(new Error(`import(${specifier}) inside the node-svc binary`)));
-startupSnapshot.setDeserializeMainFunction(() => void cli.exports.run());
+startupSnapshot.setDeserializeMainFunction(() => {
+  boundHeapGrowthForDaemon(); // in the binary, before the daemon's first allocations (ops/heap.ts)
+  void cli.exports.run();
+});

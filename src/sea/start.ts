@@ -6,8 +6,10 @@ import { dirname } from 'node:path';
 import { createRequire } from 'node:module';
 import * as sea from 'node:sea';
 import { runCjs } from '../cli/start.js';
+import { boundHeapGrowthForDaemon } from '../ops/heap.js';
 import { CLI_ASSET, CLI_CACHE_ASSET } from './manifest.js';
 
+boundHeapGrowthForDaemon(); // before the bundle loads (ops/heap.ts)
 let cachedData: Uint8Array | undefined;
 try {
   cachedData = new Uint8Array(sea.getAsset(CLI_CACHE_ASSET));
