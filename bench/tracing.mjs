@@ -16,6 +16,7 @@
 import { cpSync } from 'node:fs';
 import { createServer } from 'node:http';
 import { join } from 'node:path';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { report, result } from './lib/report.mjs';
 import { cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
@@ -24,7 +25,6 @@ const SECONDS = Number(process.env.BENCH_SECONDS ?? 4);
 const SLICE_S = Number(process.env.BENCH_SLICE_S ?? 1);
 const CONNECTIONS = Number(process.env.BENCH_CONNECTIONS ?? 50);
 const TARGET = 0.85;
-const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 // Tracing is this bench's choice: the caller's own OTEL_* variables would turn it on in the "off" daemon too.
 for (const k of Object.keys(process.env)) if (k.startsWith('OTEL_')) delete process.env[k];

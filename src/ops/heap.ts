@@ -1,8 +1,8 @@
 // How the daemon bounds V8's heap growth (DESIGN §13 memory; README "Memory"). Set from the process's first line when
 // the command is the daemon (cli/start.ts, sea/start.ts, sea/snapshot.ts), and again by startDaemon for a daemon
-// started in-process: the young generation grows while the CLI's modules load, and a factor set after that (as
-// startDaemon alone did since the CLI became one bundle) no longer keeps it small (bench/memory: 118-122 MB peak
-// against 105-106 MB with the flags set at the start).
+// started in-process (setting them twice costs nothing): the young generation grows while the CLI's modules load, and
+// a factor set after that (as startDaemon alone did until 2026-11-27) no longer keeps it small (bench/memory: 118-122
+// MB peak against 105-106 MB with the flags set at the start).
 import { setFlagsFromString } from 'node:v8';
 
 /**
