@@ -40,3 +40,12 @@ export interface Envelope {
 export function envelopeBody(e: Omit<Envelope, 'schemaVersion'>, schemaVersion: SchemaVersion): string {
   return JSON.stringify({ id: e.id, type: e.type, schemaVersion, occurredAt: e.occurredAt, externalRef: e.externalRef, data: e.data });
 }
+
+/**
+ * The 1.0.0 envelope of a stored 1.1.0 body (what the store keeps): the same bytes as envelopeBody(e, '1.0.0'). Only
+ * the envelope's own schemaVersion changes, its first occurrence: id and type come before it and, as JSON strings,
+ * cannot hold the member unescaped (a member of that name inside data comes after it and is kept).
+ */
+export function bodyV100(body110: string): string {
+  return body110.replace('"schemaVersion":"1.1.0"', '"schemaVersion":"1.0.0"');
+}

@@ -33,7 +33,7 @@ export interface RecordedEvent {
  */
 export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now(), id = newId('evt')): Promise<RecordedEvent> {
   const base = { id, type, occurredAt: iso(now), externalRef, data };
-  // Stored once: the 1.0.0 envelope (body_v100) is a generated column (migration 0090).
+  // Stored once, at 1.1.0: a 1.0.0 subscription's envelope is made from it when claimed (bodyV100; migration 0200).
   const body = envelopeBody(base, '1.1.0');
   const insert = tx.dialect === 'postgres'
     ? 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq'
@@ -79,7 +79,7 @@ export interface EventRow { seq: number; id: string; node_id: string; type: Even
 export interface EventPosition { tx: string | null; seq: number }
 export const START: EventPosition = { tx: null, seq: 0 };
 
-// Not `*`: body_v100 is computed when read (a generated column), and these reads only need the 1.1.0 body.
+// The columns of an event every read returns (PostgreSQL adds its writing transaction, as text: PG_COLUMNS).
 const COLUMNS = 'seq, id, node_id, type, external_ref, occurred_at, body';
 // The writing transaction as text (a JS number cannot hold every xid8), named apart: ORDER BY tx must sort the xid8.
 const PG_COLUMNS = `${COLUMNS}, CAST(tx AS TEXT) AS xact`;

@@ -1,5 +1,5 @@
 // Webhook subscriptions, deliveries and attempts: the only SQL for them.
-import { kindInVersion, type EventKind } from '../domain/events.js';
+import { bodyV100, kindInVersion, type EventKind } from '../domain/events.js';
 import { newId } from '../domain/ids.js';
 import type { Sql } from './sql.js';
 
@@ -220,15 +220,16 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // The lease: due again at now + leaseMs. `attempts` is the claim's fencing token: the attempt is recorded only
   // while no later claim took the delivery over (recordAttempt).
   // The update and the read of what it claimed, issued together (they run in this order).
+  // The body as stored (1.1.0); a 1.0.0 subscription's is made from it here (bodyV100), not stored twice (migration 0200).
   const [, claimed] = await Promise.all([
     tx.run(`UPDATE deliveries SET next_attempt_at = ?, attempts = attempts + 1 WHERE id IN (${placeholders(ids.length)}) AND status = 'pending'`, [now + leaseMs, ...ids]),
-    tx.all<ClaimedDelivery>(`
-    SELECT d.id, d.subscription_id, s.node_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id,
-           CASE WHEN s.schema_version = '1.0.0' THEN e.body_v100 ELSE e.body END AS body,
+    tx.all<ClaimedDelivery & { schema_version: string }>(`
+    SELECT d.id, d.subscription_id, s.node_id, d.attempts, d.event_seq, d.created_at, e.id AS event_id, e.body, s.schema_version,
            s.url, s.secret, s.previous_secret, s.previous_secret_expires_at, s.failing_since
     FROM deliveries d JOIN events e ON e.seq = d.event_seq JOIN webhook_subscriptions s ON s.id = d.subscription_id
     WHERE d.id IN (${placeholders(ids.length)})`, ids),
   ]);
+  for (const c of claimed) if (c.schema_version === '1.0.0') c.body = bodyV100(c.body);
   return claimed;
 }
 

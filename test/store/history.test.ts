@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startDaemon, type Daemon } from '../../src/daemon.js';
-import { envelopeBody, EVENT_KIND_LIST, kindInVersion } from '../../src/domain/events.js';
+import { bodyV100, envelopeBody, EVENT_KIND_LIST, kindInVersion } from '../../src/domain/events.js';
 import { Lru } from '../../src/lru.js';
 import { Pruner } from '../../src/ops/retention.js';
 import { addKeys, addNode, issueToken } from '../../src/service/admin.js';
@@ -164,15 +164,18 @@ describe('store rules', () => {
 
   it('stores one envelope body per event; the 1.0.0 envelope read back is byte-identical to the one built for 1.0.0', async () => {
     const s = await fresh();
+    // The member inside data, unescaped, comes after the envelope's own: only the envelope's changes (bodyV100).
+    const data = { stream: 'x', note: '"schemaVersion":"1.1.0"', schemaVersion: '1.1.0' };
     for (const type of EVENT_KIND_LIST) {
-      const e = await s.write((tx) => recordEvent(tx, 'node-a', type, 'stream:x', { stream: 'x', note: '"schemaVersion":"1.1.0"' }, 1_700_000_000_000));
-      const row = s.db.prepare('SELECT body, body_v100 FROM events WHERE seq = ?').get(e.seq) as { body: string; body_v100: string | null };
-      const base = { id: e.id, type, occurredAt: new Date(1_700_000_000_000).toISOString(), externalRef: 'stream:x', data: { stream: 'x', note: '"schemaVersion":"1.1.0"' } };
+      const e = await s.write((tx) => recordEvent(tx, 'node-a', type, 'stream:x', data, 1_700_000_000_000));
+      const row = s.db.prepare('SELECT body FROM events WHERE seq = ?').get(e.seq) as { body: string };
+      const base = { id: e.id, type, occurredAt: new Date(1_700_000_000_000).toISOString(), externalRef: 'stream:x', data };
       expect(row.body).toBe(envelopeBody(base, '1.1.0'));
-      expect(row.body_v100).toBe(kindInVersion(type, '1.0.0') ? envelopeBody(base, '1.0.0') : null);
+      if (kindInVersion(type, '1.0.0')) expect(bodyV100(row.body)).toBe(envelopeBody(base, '1.0.0')); // what a 1.0.0 subscription is sent
     }
-    const cols = s.db.prepare("SELECT name, hidden FROM pragma_table_xinfo('events') WHERE name = 'body_v100'").get() as { hidden: number };
-    expect(cols.hidden).toBe(2); // a virtual generated column: nothing stored
+    // One body stored per event (migration 0200): no second column.
+    expect(s.db.prepare("SELECT name FROM pragma_table_xinfo('events') ORDER BY name").all().map((c) => (c as { name: string }).name))
+      .toEqual(['body', 'external_ref', 'id', 'node_id', 'occurred_at', 'seq', 'type']);
     await s.close();
   });
 
@@ -292,7 +295,7 @@ describe('store rules', () => {
 });
 
 describe('upgrading a store written before migration 90', () => {
-  it('backfills counters, gauges and recorded attempts, and the generated 1.0.0 body equals the one that was stored', async () => {
+  it('backfills counters, gauges and recorded attempts, and the 1.0.0 body made from the stored one equals the one that was stored', async () => {
     const db = new Database(join(tempDir(), 'old.db'));
     db.pragma('foreign_keys = ON');
     db.transaction(() => {
@@ -330,7 +333,7 @@ describe('upgrading a store written before migration 90', () => {
     expect(db.prepare("SELECT n FROM store_gauges WHERE name = 'unsettled_streams'").get()).toEqual({ n: 1 });
     expect(await releaseStaleLeases(new SqliteSql(() => db), 1000)).toBe(1);
     expect(db.prepare('SELECT id FROM deliveries WHERE next_attempt_at = 1000').all()).toEqual([{ id: 'dlv_crashed' }]);
-    for (const [id, v100] of bodies) expect(db.prepare('SELECT body_v100 FROM events WHERE id = ?').get(id)).toEqual({ body_v100: v100 });
+    for (const [id, v100] of bodies) expect(bodyV100((db.prepare('SELECT body FROM events WHERE id = ?').get(id) as { body: string }).body)).toBe(v100);
     db.close();
   });
 });

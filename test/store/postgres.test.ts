@@ -609,7 +609,9 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(190);
+      expect(LATEST).toBe(200);
+      // 0200: one stored body per event (the 1.0.0 envelope is made when a delivery is claimed).
+      expect(await s.q.value("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'body_v100'")).toBe(0);
       // 0190: the deliveries indexes no read uses are gone, the ones the reads use are there.
       const idx = (await s.q.all<{ indexname: string }>("SELECT indexname FROM pg_indexes WHERE tablename = 'deliveries' ORDER BY indexname")).map((r) => r.indexname);
       expect(idx).not.toContain('deliveries_event');
