@@ -296,6 +296,12 @@ interface Waiting {
   resolve(v: unknown): void;
   reject(err: unknown): void;
 }
+/** A lone statement (autocommit: writeOne, q.run) waiting for a connection. */
+interface WaitingLone {
+  config: pg.QueryConfig;
+  resolve(v: pg.QueryResult): void;
+  reject(err: unknown): void;
+}
 /**
  * Jobs in one batch at most. Each job's savepoint that writes is a subtransaction with an id of its own, and
  * PostgreSQL keeps up to 64 of a transaction's in shared memory (past that, every snapshot of every session looks
@@ -415,6 +421,9 @@ class PgStore implements PostgresStore {
   #running = 0;
   readonly #maxRunning: number;
   readonly #waiting: Waiting[] = [];
+  /** Lone statements (autocommit) that found every connection busy: they run together (#runLoneBatch). */
+  readonly #waitingLone: WaitingLone[] = [];
+  #loneTurn = false;
   #closed = false;
   readonly #readonly: boolean;
   #subscribers = new Set<(inv: Invalidation) => void>();
@@ -447,23 +456,15 @@ class PgStore implements PostgresStore {
     // opens a new one or fails with a named error. Without a listener the event would crash the process.
     this.#pool.on('error', () => {});
     this.#readonly = !!opts.readonly;
-    // Lone statements that write check a client out of the pool themselves, so that a failure to connect (a 503: the
-    // database cannot be used now) is told apart from an error of the statement, and one that waits on a row lock
-    // waits alone.
+    // Lone statements that write: one on a connection of its own when one is free; when every connection is busy, they
+    // wait and go together (#runLoneBatch).
     this.autocommit = this.#sql({
-      query: async (config) => {
-        const client = await this.#connect();
-        try {
-          corkUntil(client, process.nextTick);
-          const res = await client.query(config);
-          client.release();
-          return res;
-        } catch (err) {
-          client.release(isConnectionError(err) ? (err as Error) : undefined);
-          throw err;
-        } finally {
-          this.#mark++;
-        }
+      query: (config) => {
+        let p: Promise<pg.QueryResult>;
+        if (this.#running < this.#maxRunning) p = this.#runLone(config);
+        else p = new Promise<pg.QueryResult>((resolve, reject) => void this.#waitingLone.push({ config, resolve, reject }));
+        this.#track(p);
+        return p;
       },
     }, () => true);
     // Reads go through a few shared pipelined connections (Pipelines).
@@ -562,10 +563,92 @@ class PgStore implements PostgresStore {
     let p: Promise<T>;
     if (this.#running < this.#maxRunning) p = this.#runWrite(fn);
     else p = new Promise<T>((resolve, reject) => void this.#waiting.push({ fn, resolve, reject } as Waiting));
+    this.#track(p);
+    return p;
+  }
+
+  /** A write under way: close() waits for it. */
+  #track(p: Promise<unknown>): void {
     const tracked = p.then(() => undefined, () => undefined);
     this.#writes.add(tracked);
     void tracked.then(() => this.#writes.delete(tracked));
-    return p;
+  }
+
+  /**
+   * A lone statement committed on its own, on a pooled client checked out for it (a failure to connect, a 503, is told
+   * apart from an error of the statement).
+   */
+  async #runLone(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    this.#running++;
+    try {
+      const client = await this.#connect();
+      try {
+        corkUntil(client, process.nextTick);
+        const res = await client.query(config);
+        client.release();
+        return res;
+      } catch (err) {
+        client.release(isConnectionError(err) ? (err as Error) : undefined);
+        throw err;
+      } finally {
+        this.#mark++;
+      }
+    } finally {
+      this.#running--;
+      this.#drain();
+    }
+  }
+
+  /**
+   * Lone statements that waited for a connection, up to BATCH_JOBS, in one transaction sent in one packet (BEGIN, the
+   * statements, COMMIT, pipelined: no round trip between them) with one COMMIT and one WAL flush, where each alone
+   * costs a connection's turn, a wake-up of its server process and a flush (bench/postgres: the vouchers' statements
+   * wait here at saturation). Each sees the ones before it, as if they had committed just before; a row one of them
+   * locks is held to the COMMIT. Their answers are given once the COMMIT is in. When one of them fails (a deadlock, a
+   * key, any error of the database), the whole transaction is rolled back (its COMMIT answers ROLLBACK) and every one
+   * runs again on its own, meeting what it would have met alone. The connection lost under a statement: nothing
+   * committed; that statement fails (503) and the others run again alone. Lost in the COMMIT: committed or not, no one
+   * can say, and every one fails (503) as it would alone.
+   */
+  async #runLoneBatch(jobs: WaitingLone[]): Promise<void> {
+    this.#running++;
+    let again: WaitingLone[] = [];
+    let client: pg.PoolClient | undefined;
+    try {
+      client = await this.#connect();
+      const c = client;
+      corkUntil(c, process.nextTick);
+      const out = await Promise.allSettled([c.query('BEGIN'), ...jobs.map((j) => c.query(j.config)), c.query('COMMIT')]);
+      this.#mark++; // before anything the commit lets go on; a COMMIT cut off may have committed
+      const first = out.findIndex((o) => o.status === 'rejected');
+      const reason = first < 0 ? undefined : (out[first] as PromiseRejectedResult).reason;
+      if (first >= 0 && lostConnection(reason)) {
+        if (first === out.length - 1) throw reason;
+        client.release(reason instanceof Error ? reason : new Error(String(reason)));
+        client = undefined;
+        if (first > 0) jobs[first - 1]!.reject(this.wrap(reason)); // (0: BEGIN, nothing of any job ran)
+        again = jobs.filter((_, i) => i !== first - 1);
+        return;
+      }
+      client.release();
+      client = undefined;
+      const commit = out[out.length - 1]!;
+      if (first >= 0 || commit.status !== 'fulfilled' || commit.value.command !== 'COMMIT') {
+        again = jobs;
+        return;
+      }
+      this.stats.commits++;
+      this.stats.jobs += jobs.length;
+      jobs.forEach((j, i) => j.resolve((out[i + 1] as PromiseFulfilledResult<pg.QueryResult>).value));
+    } catch (err) {
+      client?.release(err instanceof Error ? err : new Error(String(err)));
+      const e = this.wrap(err);
+      for (const j of jobs) j.reject(e);
+    } finally {
+      this.#running--;
+      for (const j of again) this.#runLone(j.config).then(j.resolve, j.reject);
+      this.#drain();
+    }
   }
 
   /**
@@ -604,7 +687,14 @@ class PgStore implements PostgresStore {
    * alone (a voucher of a quiet daemon, every write behind a slow network) is still one transaction of its own.
    */
   #drain(): void {
-    while (this.#waiting.length && this.#running < this.#maxRunning) {
+    while ((this.#waiting.length || this.#waitingLone.length) && this.#running < this.#maxRunning) {
+      // Both kinds waiting: they take turns.
+      if (this.#waitingLone.length && (!this.#waiting.length || (this.#loneTurn = !this.#loneTurn))) {
+        const lone = this.#waitingLone.splice(0, BATCH_JOBS);
+        if (lone.length === 1) this.#runLone(lone[0]!.config).then(lone[0]!.resolve, lone[0]!.reject);
+        else void this.#runLoneBatch(lone);
+        continue;
+      }
       const jobs = this.#waiting.splice(0, BATCH_JOBS);
       if (jobs.length === 1) this.#runWrite(jobs[0]!.fn).then(jobs[0]!.resolve, jobs[0]!.reject);
       else void this.#runBatch(jobs);

@@ -198,6 +198,67 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(s.stats.jobs - before.jobs).toBe(5);
     });
 
+    it('lone statements (writeOne, q.run) that find every connection busy go together: one transaction sent at once, one commit, each its own answer', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 2 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      const holders = [100, 101].map((id) => s.write(async (tx) => {
+        await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
+        await held; // (a test only: a write must await nothing but tx)
+      }));
+      await sleep(20);
+      const before = { ...s.stats };
+      const lone = (id: number) => s.autocommit!.value<string>('INSERT INTO w(id, tx) VALUES (?, txid_current()::text) RETURNING id * 10', [id]);
+      const queued = [lone(1), lone(2), s.q.run('INSERT INTO w(id, tx) VALUES (3, txid_current()::text)'), lone(4),
+        // Each sees the ones before it: 1, 2, 3 and 4 are in.
+        s.autocommit!.value<number>("INSERT INTO w(id, tx) SELECT 5, COUNT(*)::text FROM w WHERE id < 100 RETURNING CAST(tx AS INTEGER)")];
+      await sleep(50);
+      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0); // nothing committed while both are held
+      release();
+      await Promise.all(holders);
+      expect(await Promise.all(queued)).toEqual([10, 20, 1, 40, 4]);
+      const rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w WHERE id < 5 ORDER BY id');
+      expect(rows.map((r) => r.id)).toEqual([1, 2, 3, 4]);
+      expect(new Set(rows.map((r) => r.tx)).size).toBe(1); // one transaction
+      expect(s.stats.commits - before.commits).toBe(3); // the two held, the lone statements
+      expect(s.stats.jobs - before.jobs).toBe(7);
+    });
+
+    it('lone statements together: one that fails rolls the batch back and each runs again alone (the failing one fails with its own error); a lost connection fails the statement it cut, the others run again', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
+      const hold = async (): Promise<[Promise<void>, () => void]> => {
+        let release!: () => void;
+        const held = new Promise<void>((r) => { release = r; });
+        const holder = s.write(async (tx) => { await tx.value('SELECT 1'); await held; });
+        await sleep(20);
+        return [holder, release];
+      };
+      const lone = (id: number) => s.autocommit!.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
+      let [holder, release] = await hold();
+      let queued = Promise.allSettled([lone(1), lone(2), lone(1) /* duplicate key */, lone(3)]);
+      release();
+      await holder;
+      let settled = await queued;
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'rejected', 'fulfilled']);
+      expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
+      let rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w ORDER BY id');
+      expect(rows.map((r) => r.id)).toEqual([1, 2, 3]);
+      expect(new Set(rows.map((r) => r.tx)).size).toBe(3); // each alone, after the batch was rolled back
+
+      [holder, release] = await hold();
+      queued = Promise.allSettled([lone(10), s.autocommit!.value('SELECT pg_terminate_backend(pg_backend_pid())'), lone(11)]);
+      release();
+      await holder;
+      settled = await queued;
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect(((settled[1] as PromiseRejectedResult).reason as NodeSvcError).code).toBe('unavailable');
+      rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w WHERE id >= 10 ORDER BY id');
+      expect(rows.map((r) => r.id)).toEqual([10, 11]);
+      expect(rows[0]!.tx).not.toBe(rows[1]!.tx);
+    });
+
     it('a batch whose connection dies under one job: that job fails (503), the others run again alone and commit', async () => {
       const s = await openAt(await freshDb(), { poolSize: 1 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
