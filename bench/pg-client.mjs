@@ -11,7 +11,8 @@
 // 1. The voucher write (POST /v1/streams/{id}/vouchers once judged): the conditional UPDATE of the stream (billed
 //    and updated_at as last seen) with the voucher's INSERT in a CTE, RETURNING. Each caller bills its own stream
 //    upward (as the daemon's callers do); a write that loses its condition stops the bench (it never should).
-//    - pg, the daemon's path: writeOne → store.autocommit, the one statement committed on its own (1 round trip);
+//    - pg, the daemon's path: writeOne → store.autocommit, the one statement committed on its own (1 round trip; at
+//      saturation, waiting ones go together in one transaction, store/postgres.ts #runLoneBatch);
 //    - pg, store.write(): the same statement in a transaction (BEGIN travels with it; then COMMIT: 2 round trips);
 //    - postgres.js, the same statement on its own (1 round trip);
 //    - postgres.js sql.begin(async sql => statement): BEGIN, statement, COMMIT (postgres.js awaits its BEGIN: 3);

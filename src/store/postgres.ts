@@ -19,6 +19,8 @@ export interface PostgresStore extends Store {
    * writeOne or write().
    */
   changeMark(): number;
+  /** Transactions committed and the jobs in them; lone-statement batches rolled back and run again one by one. */
+  readonly stats: { commits: number; jobs: number; rolledBack: number };
 }
 
 export interface PostgresStoreOptions {
@@ -303,6 +305,13 @@ interface WaitingLone {
   reject(err: unknown): void;
 }
 /**
+ * How long a batch of lone statements waits on a row lock before it gives up (and each runs again alone). A batch
+ * holds its rows to its COMMIT, so two of them can hold each other's (two vouchers of one stream in two batches, a
+ * counter slot shared by two sessions): PostgreSQL would find that deadlock after deadlock_timeout (1 s by default).
+ * A batch runs in one packet, so a lock another holds is released within its run and flush: far below this.
+ */
+const LONE_LOCK_TIMEOUT_MS = 200;
+/**
  * Jobs in one batch at most. Each job's savepoint that writes is a subtransaction with an id of its own, and
  * PostgreSQL keeps up to 64 of a transaction's in shared memory (past that, every snapshot of every session looks
  * them up on disk): well below that.
@@ -406,23 +415,28 @@ class PgStore implements PostgresStore {
   readonly description: string;
   readonly dataDir: string;
   readonly q: Sql;
-  /** Lone writing statements (store/sql.ts writeOne): each committed on its own, on a pooled connection. */
+  /**
+   * Lone writing statements (store/sql.ts writeOne): each committed on its own on a connection free for it, or, when
+   * every write connection is busy, together with the others waiting (#runLoneBatch).
+   */
   readonly autocommit: Sql;
   #mark = 0;
   changeMark(): number {
     return this.#mark;
   }
   readonly #reads: Pipelines;
-  readonly stats = { commits: 0, jobs: 0 };
+  readonly stats = { commits: 0, jobs: 0, rolledBack: 0 };
   readonly #target: Target;
   readonly #pool: pg.Pool;
   readonly #writes = new Set<Promise<void>>();
-  /** write() transactions (or batches) under way, and the most at once: the pool's size. */
+  /** write() transactions, lone statements and batches of either under way, and the most at once: the pool's size. */
   #running = 0;
   readonly #maxRunning: number;
   readonly #waiting: Waiting[] = [];
   /** Lone statements (autocommit) that found every connection busy: they run together (#runLoneBatch). */
   readonly #waitingLone: WaitingLone[] = [];
+  /** Lone statements of a batch rolled back: each runs on its own, before anything else waiting. */
+  readonly #waitingAlone: WaitingLone[] = [];
   #loneTurn = false;
   #closed = false;
   readonly #readonly: boolean;
@@ -600,15 +614,20 @@ class PgStore implements PostgresStore {
   }
 
   /**
-   * Lone statements that waited for a connection, up to BATCH_JOBS, in one transaction sent in one packet (BEGIN, the
-   * statements, COMMIT, pipelined: no round trip between them) with one COMMIT and one WAL flush, where each alone
-   * costs a connection's turn, a wake-up of its server process and a flush (bench/postgres: the vouchers' statements
-   * wait here at saturation). Each sees the ones before it, as if they had committed just before; a row one of them
-   * locks is held to the COMMIT. Their answers are given once the COMMIT is in. When one of them fails (a deadlock, a
-   * key, any error of the database), the whole transaction is rolled back (its COMMIT answers ROLLBACK) and every one
-   * runs again on its own, meeting what it would have met alone. The connection lost under a statement: nothing
-   * committed; that statement fails (503) and the others run again alone. Lost in the COMMIT: committed or not, no one
-   * can say, and every one fails (503) as it would alone.
+   * Lone statements that waited for a connection, up to BATCH_JOBS, in one transaction sent in one packet (BEGIN, a
+   * lock timeout, the statements, COMMIT, pipelined: no round trip between them) with one COMMIT and one WAL flush,
+   * where each alone costs a connection's turn, a wake-up of its server process and a flush (bench/postgres: the
+   * vouchers' statements wait here at saturation). Each sees the ones before it as if they had committed just before;
+   * a row one of them locks is held to the COMMIT. Their answers are given once the COMMIT is in.
+   * - COMMIT answered COMMIT: committed; each statement gets its own answer (one the client refused, such as a value
+   *   it could not send, its own error).
+   * - COMMIT answered ROLLBACK (a statement failed: a key, a deadlock, a lock waited on for longer than
+   *   LONE_LOCK_TIMEOUT, as two batches holding each other's rows would): nothing committed; every statement runs again
+   *   on its own (#waitingAlone), meeting what it would have met alone.
+   * - The server ended the session during statement k (its FATAL error is that statement's answer): nothing committed;
+   *   statement k fails (503) and the others run again on their own.
+   * - The connection lost otherwise: the server may have run everything, COMMIT included, before the answers were lost;
+   *   committed or not, no one can say, and every statement fails (503), as each would alone.
    */
   async #runLoneBatch(jobs: WaitingLone[]): Promise<void> {
     this.#running++;
@@ -618,35 +637,46 @@ class PgStore implements PostgresStore {
       client = await this.#connect();
       const c = client;
       corkUntil(c, process.nextTick);
-      const out = await Promise.allSettled([c.query('BEGIN'), ...jobs.map((j) => c.query(j.config)), c.query('COMMIT')]);
+      const out = await Promise.allSettled([c.query('BEGIN'), c.query(`SET LOCAL lock_timeout = ${LONE_LOCK_TIMEOUT_MS}`),
+        ...jobs.map((j) => c.query(j.config)), c.query('COMMIT')]);
       this.#mark++; // before anything the commit lets go on; a COMMIT cut off may have committed
-      const first = out.findIndex((o) => o.status === 'rejected');
-      const reason = first < 0 ? undefined : (out[first] as PromiseRejectedResult).reason;
-      if (first >= 0 && lostConnection(reason)) {
-        if (first === out.length - 1) throw reason;
-        client.release(reason instanceof Error ? reason : new Error(String(reason)));
+      const answer = (i: number) => out[i + 2]!; // job i's
+      const commit = out[out.length - 1]!;
+      const lost = out.findIndex((o) => o.status === 'rejected' && lostConnection(o.reason));
+      if (lost >= 0) {
+        const reason = (out[lost] as PromiseRejectedResult).reason;
+        const k = lost - 2;
+        // Only a server's own answer to statement k places the loss there (it came in order); a socket error fails
+        // every query still unanswered alike.
+        if (!(reason instanceof pg.DatabaseError) || k < 0 || k >= jobs.length) throw reason;
+        client.release(reason);
         client = undefined;
-        if (first > 0) jobs[first - 1]!.reject(this.wrap(reason)); // (0: BEGIN, nothing of any job ran)
-        again = jobs.filter((_, i) => i !== first - 1);
+        jobs[k]!.reject(this.wrap(reason));
+        again = jobs.filter((_, i) => i !== k);
+        this.stats.rolledBack++;
         return;
       }
       client.release();
       client = undefined;
-      const commit = out[out.length - 1]!;
-      if (first >= 0 || commit.status !== 'fulfilled' || commit.value.command !== 'COMMIT') {
+      if (commit.status !== 'fulfilled' || commit.value.command !== 'COMMIT') {
         again = jobs;
+        this.stats.rolledBack++;
         return;
       }
       this.stats.commits++;
       this.stats.jobs += jobs.length;
-      jobs.forEach((j, i) => j.resolve((out[i + 1] as PromiseFulfilledResult<pg.QueryResult>).value));
+      jobs.forEach((j, i) => {
+        const a = answer(i);
+        if (a.status === 'fulfilled') j.resolve(a.value);
+        else j.reject(a.reason);
+      });
     } catch (err) {
       client?.release(err instanceof Error ? err : new Error(String(err)));
       const e = this.wrap(err);
       for (const j of jobs) j.reject(e);
     } finally {
       this.#running--;
-      for (const j of again) this.#runLone(j.config).then(j.resolve, j.reject);
+      this.#waitingAlone.push(...again);
       this.#drain();
     }
   }
@@ -687,6 +717,10 @@ class PgStore implements PostgresStore {
    * alone (a voucher of a quiet daemon, every write behind a slow network) is still one transaction of its own.
    */
   #drain(): void {
+    while (this.#waitingAlone.length && this.#running < this.#maxRunning) {
+      const j = this.#waitingAlone.shift()!;
+      this.#runLone(j.config).then(j.resolve, j.reject);
+    }
     while ((this.#waiting.length || this.#waitingLone.length) && this.#running < this.#maxRunning) {
       // Both kinds waiting: they take turns.
       if (this.#waitingLone.length && (!this.#waiting.length || (this.#loneTurn = !this.#loneTurn))) {

@@ -45,7 +45,7 @@ export interface Store {
   readonly dataDir: string;
   /** Reads see committed data only. A run() (or a get() of a writing statement) outside write() is one statement committed on its own. */
   readonly q: Sql;
-  /** PostgreSQL: lone writing statements, each committed on its own (writeOne). SQLite: none (one writer). */
+  /** PostgreSQL: lone writing statements (writeOne), each committed on its own, or together with others when every write connection is busy. SQLite: none (one writer). */
   readonly autocommit?: Sql;
   /**
    * Run `fn` in a write transaction and resolve after it is durably committed; if `fn` throws, none of its changes
@@ -88,6 +88,8 @@ export const forUpdate = (q: Sql, alias?: string) => (q.dialect === 'postgres' ?
 
 /**
  * A write that PostgreSQL makes in one statement (a CTE where it takes several rows): run there on its own, one round
- * trip, durable when it returns, no BEGIN/COMMIT. SQLite runs `fn` as a job of the group commit (it may take several).
+ * trip, durable when it returns, no BEGIN/COMMIT; when every write connection is busy, with the others waiting in one
+ * transaction, as if each had committed alone (store/postgres.ts #runLoneBatch). SQLite runs `fn` as a job of the
+ * group commit (it may take several).
  */
 export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.autocommit ? fn(store.autocommit) : store.write(fn));

@@ -246,6 +246,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       let rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w ORDER BY id');
       expect(rows.map((r) => r.id)).toEqual([1, 2, 3]);
       expect(new Set(rows.map((r) => r.tx)).size).toBe(3); // each alone, after the batch was rolled back
+      expect(s.stats.rolledBack).toBe(1);
 
       [holder, release] = await hold();
       queued = Promise.allSettled([lone(10), s.autocommit!.value('SELECT pg_terminate_backend(pg_backend_pid())'), lone(11)]);
@@ -257,6 +258,38 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w WHERE id >= 10 ORDER BY id');
       expect(rows.map((r) => r.id)).toEqual([10, 11]);
       expect(rows[0]!.tx).not.toBe(rows[1]!.tx);
+      expect(s.stats.rolledBack).toBe(2);
+    });
+
+    it('lone statements together do not wait on a row lock for long: the batch gives up (lock timeout) and each runs again alone, waiting as it would alone', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 2 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0, tx TEXT)');
+      await s.q.run('INSERT INTO w(id) VALUES (50)');
+      const gate = () => { let open!: () => void; const p = new Promise<void>((r) => { open = r; }); return { p, open }; };
+      const a = gate();
+      const b = gate();
+      // A holds row 50 (and a connection); B holds the other connection.
+      const holderA = s.write(async (tx) => { await tx.run('UPDATE w SET n = n + 1 WHERE id = 50'); await a.p; });
+      const holderB = s.write(async (tx) => { await tx.value('SELECT 1'); await b.p; });
+      await sleep(20);
+      const lone = (sql: string) => s.autocommit!.run(sql);
+      const queued = Promise.allSettled([
+        lone("INSERT INTO w(id, tx) VALUES (1, txid_current()::text)"),
+        lone('UPDATE w SET n = n + 10 WHERE id = 50'), // waits on A's row lock
+        lone("INSERT INTO w(id, tx) VALUES (2, txid_current()::text)"),
+      ]);
+      b.open(); // the batch runs on B's connection, and waits on row 50
+      await holderB;
+      await sleep(600); // past the batch's lock timeout: rolled back, each statement again on its own
+      expect(s.stats.rolledBack).toBe(1);
+      expect(await s.q.value('SELECT COUNT(*) FROM w WHERE id = 1')).toBe(1); // run alone before the update
+      a.open(); // the update, alone, waited for A as any statement would; then the last insert
+      await holderA;
+      const settled = await queued;
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled']);
+      expect(await s.q.value('SELECT n FROM w WHERE id = 50')).toBe(11);
+      const rows = await s.q.all<{ tx: string }>('SELECT tx FROM w WHERE id IN (1, 2)');
+      expect(new Set(rows.map((r) => r.tx)).size).toBe(2);
     });
 
     it('a batch whose connection dies under one job: that job fails (503), the others run again alone and commit', async () => {
