@@ -312,6 +312,14 @@ interface WaitingLone {
  */
 const LONE_LOCK_TIMEOUT_MS = 200;
 /**
+ * A COMMIT the server refused with one of these rolled the transaction back (nothing of it committed): a deferred
+ * key or check (class 23), a serialization failure or deadlock (class 40), a lock or statement timeout, a cancel.
+ */
+const rolledBackBy = (err: unknown) => {
+  const code = err instanceof pg.DatabaseError ? err.code : undefined;
+  return typeof code === 'string' && (code.startsWith('23') || code.startsWith('40') || code === '55P03' || code === '57014');
+};
+/**
  * Jobs in one batch at most. Each job's savepoint that writes is a subtransaction with an id of its own, and
  * PostgreSQL keeps up to 64 of a transaction's in shared memory (past that, every snapshot of every session looks
  * them up on disk): well below that.
@@ -602,7 +610,8 @@ class PgStore implements PostgresStore {
         client.release();
         return res;
       } catch (err) {
-        client.release(isConnectionError(err) ? (err as Error) : undefined);
+        // Closed rather than pooled: a lost connection, or a query pg refused itself (its prepared-statement cache unsure).
+        client.release(isConnectionError(err) || !(err instanceof pg.DatabaseError) ? (err as Error) : undefined);
         throw err;
       } finally {
         this.#mark++;
@@ -656,7 +665,16 @@ class PgStore implements PostgresStore {
         this.stats.rolledBack++;
         return;
       }
-      client.release();
+      // A COMMIT refused by the server is a rollback only when its SQLSTATE says so; anything else (a PANIC after the
+      // commit record, a protocol error) leaves the outcome unknown: every statement fails (503), none runs again.
+      if (commit.status === 'rejected' && !rolledBackBy(commit.reason)) {
+        const why = this.redact((commit.reason as Error)?.message ?? String(commit.reason));
+        throw unavailable(`the database (PostgreSQL at ${this.#target.where}) did not say whether a COMMIT took effect: ${why}`);
+      }
+      // A query pg refused itself (a value it could not send) leaves its prepared-statement cache unsure: the
+      // connection is closed rather than pooled.
+      const refused = out.find((o): o is PromiseRejectedResult => o.status === 'rejected' && !(o.reason instanceof pg.DatabaseError));
+      client.release(refused ? (refused.reason instanceof Error ? refused.reason : new Error(String(refused.reason))) : undefined);
       client = undefined;
       if (commit.status !== 'fulfilled' || commit.value.command !== 'COMMIT') {
         again = jobs;
