@@ -285,6 +285,8 @@ const PG_UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08
 const isConnectionError = (err: unknown): boolean => {
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e?.code === 'string' && (NET_CODES.has(e.code) || PG_UNAVAILABLE.has(e.code))) return true;
+  // The server's own error is known by its code: its message may quote the statement's values, any words included.
+  if (err instanceof pg.DatabaseError) return false;
   const m = typeof e?.message === 'string' ? e.message : '';
   return /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|connection error/i.test(m);
 };

@@ -834,6 +834,15 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect([err.message, JSON.stringify(err), String(err.stack)].join('\n')).not.toContain('whsec_DoNotLogMe');
     });
 
+    it("tell a statement's error from a lost connection by its code, not by words the error quotes", async () => {
+      const s = await openAt(await freshDb());
+      const bad = "SELECT CAST('connection error: Connection terminated' AS BIGINT)";
+      for (const err of [
+        await s.write((tx) => tx.value(bad)).catch((e: unknown) => e as { code?: string }),
+        await s.autocommit!.value(bad).catch((e: unknown) => e as { code?: string }),
+      ]) expect(err.code).toBe('22P02'); // invalid_text_representation, not 503 unavailable
+    });
+
     it('describe the store without password or query', async () => {
       const url = await freshDb();
       const s = await openAt(`${url}?application_name=probe&sslmode=disable`);
