@@ -282,6 +282,11 @@ function convertRows(res: pg.QueryResult, safe: boolean): Record<string, unknown
 // Connection-level failures: the database cannot be used now (503, retry), as opposed to an error of the statement.
 const NET_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'ETIMEDOUT', 'EPIPE', 'ENOTFOUND', 'EAI_AGAIN', 'EHOSTUNREACH', 'ENETUNREACH', 'ECONNABORTED']);
 const PG_UNAVAILABLE = new Set(['57P01', '57P02', '57P03', '53300', '08000', '08001', '08003', '08004', '08006', '08007']);
+/**
+ * Close the connection rather than pool it after this error of one of its queries: the connection is lost, or pg
+ * refused the query itself (a value it could not send), which leaves its cache of prepared statements unsure.
+ */
+const closeAfter = (err: unknown): boolean => isConnectionError(err) || !(err instanceof pg.DatabaseError);
 const isConnectionError = (err: unknown): boolean => {
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e?.code === 'string' && (NET_CODES.has(e.code) || PG_UNAVAILABLE.has(e.code))) return true;
@@ -612,8 +617,7 @@ class PgStore implements PostgresStore {
         client.release();
         return res;
       } catch (err) {
-        // Closed rather than pooled: a lost connection, or a query pg refused itself (its prepared-statement cache unsure).
-        client.release(isConnectionError(err) || !(err instanceof pg.DatabaseError) ? (err as Error) : undefined);
+        client.release(closeAfter(err));
         throw err;
       } finally {
         this.#mark++;
@@ -660,7 +664,7 @@ class PgStore implements PostgresStore {
         // Only a server's own answer to statement k places the loss there (it came in order); a socket error fails
         // every query still unanswered alike.
         if (!(reason instanceof pg.DatabaseError) || k < 0 || k >= jobs.length) throw reason;
-        client.release(reason);
+        client.release(true);
         client = undefined;
         jobs[k]!.reject(this.wrap(reason));
         again = jobs.filter((_, i) => i !== k);
@@ -673,10 +677,7 @@ class PgStore implements PostgresStore {
         const why = this.redact((commit.reason as Error)?.message ?? String(commit.reason));
         throw unavailable(`the database (PostgreSQL at ${this.#target.where}) did not say whether a COMMIT took effect: ${why}`);
       }
-      // A query pg refused itself (a value it could not send) leaves its prepared-statement cache unsure: the
-      // connection is closed rather than pooled.
-      const refused = out.find((o): o is PromiseRejectedResult => o.status === 'rejected' && !(o.reason instanceof pg.DatabaseError));
-      client.release(refused ? (refused.reason instanceof Error ? refused.reason : new Error(String(refused.reason))) : undefined);
+      client.release(out.some((o) => o.status === 'rejected' && closeAfter(o.reason)));
       client = undefined;
       if (commit.status !== 'fulfilled' || commit.value.command !== 'COMMIT') {
         again = jobs;
@@ -691,7 +692,7 @@ class PgStore implements PostgresStore {
         else j.reject(a.reason);
       });
     } catch (err) {
-      client?.release(err instanceof Error ? err : new Error(String(err)));
+      client?.release(true); // its state is unknown
       const e = this.wrap(err);
       for (const j of jobs) j.reject(e);
     } finally {

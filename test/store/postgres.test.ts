@@ -44,6 +44,12 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     open.push(s);
     return s;
   };
+  /** A promise the test opens when it chooses: a write that awaits it holds its connection (and its locks) until then. */
+  const gate = () => {
+    let open!: () => void;
+    const p = new Promise<void>((r) => { open = r; });
+    return { p, open };
+  };
 
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'node-svc-pgstore-'));
@@ -201,11 +207,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     it('lone statements (writeOne, q.run) that find every connection busy go together: one transaction sent at once, one commit, each its own answer', async () => {
       const s = await openAt(await freshDb(), { poolSize: 2 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
-      let release!: () => void;
-      const held = new Promise<void>((r) => { release = r; });
+      const held = gate();
       const holders = [100, 101].map((id) => s.write(async (tx) => {
         await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
-        await held; // (a test only: a write must await nothing but tx)
+        await held.p; // (a test only: a write must await nothing but tx)
       }));
       await sleep(20);
       const before = { ...s.stats };
@@ -215,7 +220,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         s.autocommit!.value<number>("INSERT INTO w(id, tx) SELECT 5, COUNT(*)::text FROM w WHERE id < 100 RETURNING CAST(tx AS INTEGER)")];
       await sleep(50);
       expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0); // nothing committed while both are held
-      release();
+      held.open();
       await Promise.all(holders);
       expect(await Promise.all(queued)).toEqual([10, 20, 1, 40, 4]);
       const rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w WHERE id < 5 ORDER BY id');
@@ -229,11 +234,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const s = await openAt(await freshDb(), { poolSize: 1 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
       const hold = async (): Promise<[Promise<void>, () => void]> => {
-        let release!: () => void;
-        const held = new Promise<void>((r) => { release = r; });
-        const holder = s.write(async (tx) => { await tx.value('SELECT 1'); await held; });
+        const held = gate();
+        const holder = s.write(async (tx) => { await tx.value('SELECT 1'); await held.p; });
         await sleep(20);
-        return [holder, release];
+        return [holder, held.open];
       };
       const lone = (id: number) => s.autocommit!.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
       let [holder, release] = await hold();
@@ -265,7 +269,6 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const s = await openAt(await freshDb(), { poolSize: 2 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, n BIGINT NOT NULL DEFAULT 0, tx TEXT)');
       await s.q.run('INSERT INTO w(id) VALUES (50)');
-      const gate = () => { let open!: () => void; const p = new Promise<void>((r) => { open = r; }); return { p, open }; };
       const a = gate();
       const b = gate();
       // A holds row 50 (and a connection); B holds the other connection.
