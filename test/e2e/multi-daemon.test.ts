@@ -617,19 +617,24 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     // Concurrently through both, with a reader tailing alternately through A and B from the last cursor: it sees
     // every event exactly once and in the listing's order (seqs commit in order, so a cursor never skips one).
     let producing = true;
+    let produced = Infinity; // the burst's events, once all are made
     const tailed: string[] = [];
     let cursor = pa[pa.length - 1]!.nextCursor;
     const tail = (async () => {
       for (let i = 0; ; i++) {
+        // Read before the page is asked for: a page asked while the last events were still being made may answer
+        // after they are, without them (they are served once no older transaction is in flight).
+        const done = !producing;
         const p = await page([a, b][i % 2]!, cursor);
         tailed.push(...p.data.map((e) => e.id));
         cursor = p.nextCursor;
-        if (!p.hasMore && !producing) return;
+        if (!p.hasMore && done && tailed.length >= produced) return;
         if (!p.data.length) await sleep(20);
         if (i > 20_000) throw new Error('tail did not end');
       }
     })();
     const burst = await produce({ daemons: [a, b], token: c.token, messages: Array.from({ length: 400 }, () => controlFact()), parallel: 12 });
+    produced = burst.length;
     producing = false;
     await tail;
     const listA = (await allEvents(a.url, c.token)).map((e) => e.id);
