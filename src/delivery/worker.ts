@@ -56,6 +56,8 @@ const SHARED_IDLE_WAIT_MS = 1000;
 /** Attempt results are written in groups: at this many, or FLUSH_DELAY_MS after the first, whichever is sooner. */
 const FLUSH_BATCH = 64;
 const FLUSH_DELAY_MS = 2;
+/** A subscription with an attempt in flight this long borrows no spare sockets (claimDue): only its own budget. */
+const STALLED_AFTER_MS = 1000;
 
 export class DeliveryWorker {
   readonly #o: Required<Omit<WorkerOptions, 'policy'>> & { policy: TargetPolicy };
@@ -64,6 +66,8 @@ export class DeliveryWorker {
   readonly #https: HttpsAgent;
   readonly #perSub: Record<string, number> = {};
   readonly #perNode: Record<string, number> = {};
+  /** Attempts in flight: when each started and for which subscription (a stalled one borrows no sockets). */
+  readonly #started = new Map<string, { sub: string; at: number }>();
   #turn = 0;
   #inFlight = 0;
   #results: Result[] = [];
@@ -190,7 +194,14 @@ export class DeliveryWorker {
   }
 
   #claim(tx: Sql, now: number, room: number): Promise<ClaimedDelivery[]> {
-    return claimDue(tx, now, this.#leaseMs(), room, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode }, this.#turn++, this.#o.store);
+    return claimDue(tx, now, this.#leaseMs(), room, this.#limits(), { bySubscription: this.#perSub, byNode: this.#perNode, stalled: this.#stalled(now) }, this.#turn++, this.#o.store);
+  }
+
+  /** Subscriptions with an attempt in flight for STALLED_AFTER_MS or more. */
+  #stalled(now: number): Set<string> {
+    const out = new Set<string>();
+    for (const { sub, at } of this.#started.values()) if (now - at >= STALLED_AFTER_MS) out.add(sub);
+    return out;
   }
 
   /**
@@ -308,6 +319,7 @@ export class DeliveryWorker {
     this.#perSub[d.subscription_id] = (this.#perSub[d.subscription_id] ?? 0) + 1;
     this.#perNode[d.node_id] = (this.#perNode[d.node_id] ?? 0) + 1;
     const started = this.#o.now();
+    this.#started.set(d.id, { sub: d.subscription_id, at: started });
     this.#attempt(d)
       .then(
         (r) => r,
@@ -344,6 +356,7 @@ export class DeliveryWorker {
         else log.warn(r.nextAttemptAt === null ? 'webhook delivery failed; no retry left' : 'webhook delivery failed', { subscription: d.subscription_id, event: d.event_id, attempt: d.attempts, status: r.statusCode, error: r.error, nextAttemptAt: r.nextAttemptAt === null ? null : new Date(r.nextAttemptAt).toISOString() });
         this.#results.push(r);
         this.#inFlight--;
+        this.#started.delete(d.id);
         if (--this.#perSub[d.subscription_id]! === 0) delete this.#perSub[d.subscription_id];
         if (--this.#perNode[d.node_id]! === 0) delete this.#perNode[d.node_id];
         this.#pumpSoon(); // a completion always pumps, even when stopping: it claims, and flushes a full group

@@ -146,7 +146,12 @@ export interface ClaimLimits {
 export interface InFlight {
   bySubscription: Record<string, number>;
   byNode: Record<string, number>;
+  /** Subscriptions with an attempt in flight for longer than the worker's stall mark: they borrow nothing. */
+  stalled?: ReadonlySet<string>;
 }
+
+/** Sockets kept free for subscriptions with nothing to send, one each, so that their next event goes out at once: at most this share of the concurrency in all. */
+const IDLE_RESERVE_SHARE = 4;
 
 /**
  * Every active subscription's budget of concurrent attempts (its socket budget). The budgets add up to at most the
@@ -166,11 +171,18 @@ export function budgets(active: Array<{ id: string; node_id: string }>, l: Claim
 
 /**
  * Claim due deliveries with a lease, fairly: round-robin over nodes, and within a node over its subscriptions with
- * room (each within its budget, see `budgets`), oldest due first within a subscription, `limit` in all. `turn`
- * rotates where the round starts, so no node or subscription is always served first. Each subscription's due rows
- * are read from its own index range (LIMIT its room), so a backlog of one subscription (a hanging receiver's
- * retries, a node's flood of redeliveries) is never scanned past to reach another's. The lease is
- * next_attempt_at = now + leaseMs.
+ * room, oldest due first within a subscription, `limit` in all (the worker's free sockets). `turn` rotates where the
+ * round starts, so no node or subscription is always served first. Each subscription's due rows are read from its
+ * own index range (LIMIT its room), so a backlog of one subscription (a hanging receiver's retries, a node's flood
+ * of redeliveries) is never scanned past to reach another's. The lease is next_attempt_at = now + leaseMs.
+ *
+ * Budgets (see `budgets`) are guarantees, not limits: first every subscription gets up to its guaranteed budget; then
+ * sockets nobody is using are lent, round-robin again, to subscriptions with more due rows, each up to the caps
+ * (perSubscription, perNode). What is lent never takes what the others may need at once: a subscription with work
+ * (in flight or due) keeps its whole unused budget free, one with nothing to send keeps one socket free (at most a
+ * quarter of the concurrency for all of those together), and a subscription marked stalled (an attempt in flight for
+ * long: a receiver that stopped answering) borrows nothing. Without lending, one busy node among ten idle ones had
+ * a tenth of the sockets however idle the rest (bench/delivery: 2 sockets for each of its 10 subscriptions).
  */
 export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0, cacheKey: object = tx): Promise<ClaimedDelivery[]> {
   if (limit <= 0) return [];
@@ -182,39 +194,70 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // evaluated once per read instead of once per due row (bench/delivery: this read runs about twice per delivery).
   const dueSql = `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
     AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = ? AND s.status = 'active') ORDER BY d.next_attempt_at LIMIT ?${tx.dialect === 'postgres' ? ' FOR UPDATE OF d SKIP LOCKED' : ''}`;
-  // Per node: its subscriptions' due ids (only those with room), in rotated order.
-  const nodes = new Map<string, Array<{ id: string; due: string[]; at: number }>>();
-  // Each subscription's due rows, the reads issued together (PostgreSQL: one packet, one round trip for all).
-  const withRoom = active.map((s) => ({ s, room: Math.min(limit, b.bySubscription.get(s.id)! - (inFlight.bySubscription[s.id] ?? 0), b.byNode.get(s.node_id)! - (inFlight.byNode[s.node_id] ?? 0)) }))
-    .filter((x) => x.room > 0);
-  const dues = await Promise.all(withRoom.map(({ s, room }) => tx.all<{ id: string }>(dueSql, [s.id, now, s.id, room])));
-  withRoom.forEach(({ s }, i) => {
-    const due = dues[i]!.map((r) => r.id);
-    if (!due.length) return;
-    const list = nodes.get(s.node_id) ?? [];
-    list.push({ id: s.id, due, at: 0 });
-    nodes.set(s.node_id, list);
+  const busyOf = (id: string) => inFlight.bySubscription[id] ?? 0;
+  const nodeBusy = (node: string) => inFlight.byNode[node] ?? 0;
+  // Each subscription's most it could take now: its guarantee, or (not stalled) the caps, whichever is more.
+  const rows = active.map((s) => {
+    const guaranteed = Math.max(0, Math.min(b.bySubscription.get(s.id)! - busyOf(s.id), b.byNode.get(s.node_id)! - nodeBusy(s.node_id)));
+    const capped = inFlight.stalled?.has(s.id) ? 0 : Math.max(0, Math.min(l.perSubscription - busyOf(s.id), l.perNode - nodeBusy(s.node_id)));
+    return { s, guaranteed, most: Math.min(limit, Math.max(guaranteed, capped)) };
   });
-  if (!nodes.size) return [];
+  const asked = rows.filter((x) => x.most > 0);
+  // Each subscription's due rows, the reads issued together (PostgreSQL: one packet, one round trip for all).
+  const dues = await Promise.all(asked.map(({ s, most }) => tx.all<{ id: string }>(dueSql, [s.id, now, s.id, most])));
+  const found = new Map<string, string[]>();
+  asked.forEach(({ s }, i) => { if (dues[i]!.length) found.set(s.id, dues[i]!.map((r) => r.id)); });
+  if (!found.size) return [];
+  // Per node: its subscriptions with due rows, in rotated order; `at` is how many of the subscription's rows are taken.
+  const nodes = new Map<string, Array<{ id: string; due: string[]; at: number; guaranteed: number; most: number }>>();
+  for (const x of rows) {
+    const due = found.get(x.s.id);
+    if (!due) continue;
+    const list = nodes.get(x.s.node_id) ?? [];
+    list.push({ id: x.s.id, due, at: 0, guaranteed: x.guaranteed, most: x.most });
+    nodes.set(x.s.node_id, list);
+  }
   const rotate = <T>(xs: T[]) => { const k = turn % xs.length; return [...xs.slice(k), ...xs.slice(0, k)]; };
-  const order = rotate([...nodes.entries()]).map(([node, subs]) => ({ node, subs: rotate(subs), next: 0, room: b.byNode.get(node)! - (inFlight.byNode[node] ?? 0) }));
+  const order = rotate([...nodes.entries()]).map(([node, subs]) => ({ node, subs: rotate(subs), next: 0, taken: 0 }));
   const ids: string[] = [];
-  for (let progress = true; progress && ids.length < limit; ) {
-    progress = false;
-    for (const n of order) {
-      if (ids.length >= limit) break;
-      if (n.room <= 0) continue;
-      // This node's next subscription that still has a due row.
-      for (let k = 0; k < n.subs.length; k++) {
-        const s = n.subs[(n.next + k) % n.subs.length]!;
-        if (s.at >= s.due.length) continue;
-        ids.push(s.due[s.at++]!);
-        n.next = (n.next + k + 1) % n.subs.length;
-        n.room--;
-        progress = true;
-        break;
+  /** One round-robin pass: each node, then each of its subscriptions in turn, one row at a time, within `room`s, `total` in all. */
+  const pass = (total: number, subRoom: (s: { at: number; guaranteed: number; most: number }) => number, nodeRoom: (node: string, taken: number) => number) => {
+    const end = Math.min(limit, ids.length + total);
+    for (let progress = true; progress && ids.length < end; ) {
+      progress = false;
+      for (const n of order) {
+        if (ids.length >= end) break;
+        if (nodeRoom(n.node, n.taken) <= 0) continue;
+        // This node's next subscription that still has a due row and room.
+        for (let k = 0; k < n.subs.length; k++) {
+          const s = n.subs[(n.next + k) % n.subs.length]!;
+          if (s.at >= s.due.length || subRoom(s) <= 0) continue;
+          ids.push(s.due[s.at++]!);
+          n.next = (n.next + k + 1) % n.subs.length;
+          n.taken++;
+          progress = true;
+          break;
+        }
       }
     }
+  };
+  // First the guarantees.
+  pass(limit, (s) => s.guaranteed - s.at, (node, taken) => b.byNode.get(node)! - nodeBusy(node) - taken);
+  // Then the spare sockets, lent: what is left after every subscription's unused guarantee (one socket for one with
+  // nothing to send) is kept free.
+  if (ids.length < limit) {
+    const taken = new Map<string, number>();
+    for (const n of order) for (const s of n.subs) taken.set(s.id, s.at);
+    let keep = 0;
+    let keepIdle = 0;
+    for (const x of rows) {
+      const used = busyOf(x.s.id) + (taken.get(x.s.id) ?? 0);
+      const guarantee = b.bySubscription.get(x.s.id)!;
+      if (used > 0 || found.has(x.s.id)) keep += Math.max(0, guarantee - used);
+      else keepIdle += Math.min(guarantee, 1);
+    }
+    const spare = limit - ids.length - keep - Math.min(keepIdle, Math.floor(l.concurrency / IDLE_RESERVE_SHARE));
+    if (spare > 0) pass(spare, (s) => s.most - s.at, (node, t) => l.perNode - nodeBusy(node) - t);
   }
   if (!ids.length) return [];
   // The lease: due again at now + leaseMs. `attempts` is the claim's fencing token: the attempt is recorded only

@@ -112,6 +112,43 @@ describe('claimDue', () => {
     expect(new Set([...first, ...later].map((d) => d.id)).size).toBe(68); // leased rows are not claimed twice
   });
 
+  describe('lends spare sockets (budgets are guarantees, not limits)', () => {
+    // node-a: two subscriptions with a backlog; ten other nodes, one subscription each, with nothing to send. Their
+    // guarantees: 256 / 11 nodes = 23 a node, 11 for each of node-a's two subscriptions.
+    async function oneBusyNodeAmongTen() {
+      await subscribe('node-a', 'a1');
+      await subscribe('node-a', 'a2');
+      for (let i = 0; i < 10; i++) await subscribe(`node-${i}`, `x${i}`);
+      await emit('node-a', 100, T0);
+    }
+
+    it('a busy node among idle ones takes the spare sockets, up to perSubscription each', async () => {
+      await oneBusyNodeAmongTen();
+      const b = budgets((await subscriptions.list(store.q, 'node-a')).concat(...await Promise.all(Array.from({ length: 10 }, (_, i) => subscriptions.list(store.q, `node-${i}`)))), LIMITS);
+      expect(b.bySubscription.get('a1')).toBe(11);
+      expect(bySub(await claim(T0, 60_000, 256, LIMITS, none))).toEqual({ a1: 64, a2: 64 });
+    });
+
+    it("keeps free what the others may need at once: a busy subscription's unused budget, one socket for each idle one", async () => {
+      await oneBusyNodeAmongTen();
+      // 40 free: 22 guaranteed to a1 and a2, 10 kept for the idle subscriptions, 8 lent
+      expect(Object.values(bySub(await claim(T0, 60_000, 40, LIMITS, none))).reduce((x, y) => x + y, 0)).toBe(30);
+    });
+
+    it('keeps a busy subscription of another node its unused budget', async () => {
+      await oneBusyNodeAmongTen();
+      // x0 has one attempt in flight and nothing due: 22 of its 23 stay free, and 9 for the other idle ones
+      const inFlight: InFlight = { bySubscription: { x0: 1 }, byNode: { 'node-0': 1 } };
+      expect(Object.values(bySub(await claim(T0, 60_000, 60, LIMITS, inFlight))).reduce((x, y) => x + y, 0)).toBe(22 + 7);
+    });
+
+    it('a stalled subscription (an attempt in flight for long) gets its guarantee only', async () => {
+      await oneBusyNodeAmongTen();
+      const stalled: InFlight = { bySubscription: {}, byNode: {}, stalled: new Set(['a1']) };
+      expect(bySub(await claim(T0, 60_000, 256, LIMITS, stalled))).toEqual({ a1: 11, a2: 64 });
+    });
+  });
+
   it('rotates which node goes first when only one can be served', async () => {
     await subscribe('node-a', 'a1');
     await subscribe('node-b', 'b1');
