@@ -5,6 +5,8 @@
 // transaction it did not know, and the stream never became final (the next settlement of the same amount then mined
 // without a Settled log, over and over). And after a gap fill, the next settlement was given the nonce the filler's
 // first transaction still held: both on one nonce, the other's no-op mined there, the next settlement waited in vain.
+// And once the gap fill had paid and turned final, that first transaction (still unmined: the node had dropped it, or
+// kept it without mining it) no longer held its nonce: the next settlement, stalled above it, was re-signed into it.
 import { type Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
@@ -172,5 +174,58 @@ describe('two settlements stalled together', () => {
     expect(noop.status).toBe('success');
     expect(noop.blockNumber > paid.blockNumber || (noop.blockNumber === paid.blockNumber && noop.transactionIndex > paid.transactionIndex)).toBe(true);
     expect(noop.logs.filter((l) => same(l.address, chain.escrow))).toEqual([]);
+  });
+
+  it('a settlement paid by its gap fill keeps the nonce of its unmined first transaction until that one mines: the settlement above it is never re-signed into it; each pays once', async () => {
+    // A fresh start, as above: the daemon asks the chain for the wallet's next nonce again.
+    await daemon.stop('SIGTERM');
+    daemon = await startEscrowDaemon(t.dataDir, flags);
+    A = clientOf(daemon.url, tokenA);
+    const a = await stream(2_000_000n);
+    const b = await stream(2_000_000n);
+    const payee0 = await chain.balanceOf(chain.operator.address);
+    const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
+    // The RPC counts one pending transaction too many until the first settle is sent (it goes to n + 1), and the node
+    // answers that send with its hash but drops it: nothing is at n, nothing at n + 1. The miner runs.
+    proxy.rewrite = (method, params, result) =>
+      method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+    proxy.drop = (tx, earlier) => same(tx.channel, a.channel) && !earlier.some((e) => same(e.channel, a.channel));
+    try {
+      await a.pay(500_000n);
+      const first = await eventually(() => proxy.sent.find((x) => same(x.channel, a.channel)), 'the first settle sent', 20_000, 100);
+      expect(first).toMatchObject({ nonce: n + 1, dropped: true });
+      // The gap below it is filled by the same settlement, and that transaction mines at once: the stream is paid.
+      await eventually(() => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n), 'the gap filled', 20_000, 100);
+      await eventually(async () => (await a.finality()).checkpointedMicro === '500000', 'the gap fill mined', 20_000, 100);
+      // The next settlement goes above every nonce the first holds; it cannot mine until something is mined at n + 1.
+      await b.pay(300_000n);
+      const second = await eventually(() => proxy.sent.find((x) => same(x.channel, b.channel)), 'the second settle sent', 20_000, 100);
+      expect(second.nonce).toBe(n + 2);
+      // Blocks: the gap fill's confirmations come. Before the fix the first settlement turned final here and released
+      // n + 1 while nothing of the wallet was mined there: the second, stalled at n + 2, was re-signed into it.
+      let seen: unknown;
+      await eventually(async () => {
+        await chain.mine(1);
+        const [fa, fb] = [await a.finality(), await b.finality()];
+        seen = [fa, fb];
+        return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
+      }, 'both final', 45_000, 300)
+        .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+      expectNoncesNotShared(proxy.sent);
+      expect(proxy.sent.filter((x) => same(x.channel, b.channel)).map((x) => x.nonce).filter((x) => x !== n + 2)).toEqual([]);
+      expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
+      expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
+      expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
+      // The first settlement's reference is its gap fill; its first transaction was sent again and mined at n + 1 as a no-op.
+      const fa = await a.finality();
+      expect(proxy.sent.find((x) => same(x.hash, fa.frontier.reference))).toMatchObject({ nonce: n });
+      const mined = await chain.client.getTransactionReceipt({ hash: first.hash });
+      expect(mined.status).toBe('success');
+      expect(mined.logs.filter((l) => same(l.address, chain.escrow))).toEqual([]);
+      const fb = await b.finality();
+      expect(proxy.sent.find((x) => same(x.hash, fb.frontier.reference))).toMatchObject({ nonce: n + 2 });
+    } finally {
+      proxy.drop = () => false;
+    }
   });
 });

@@ -17,6 +17,10 @@
 //   still have reached the node: whichever mines is recognised), and no transaction ever takes a nonce that any
 //   transaction of another open settlement holds. A settlement is paid when ANY of its mined transactions carries the
 //   Settled log for its cumulative amount: a later one of its own that mined as a no-op does not hide it.
+// - A settlement stays open (neither final nor failed) while one of its transactions waits at a nonce the chain has not
+//   reached (its first one, when a gap fill below it mined): that transaction can still mine there, so the nonce stays
+//   held, and it is sent again (then replaced) until the chain passes it. Closing earlier released the nonce to the next
+//   settlement while the node still had, or had dropped, the first one: two settlements' transactions on one nonce.
 import { BaseError, createPublicClient, decodeEventLog, HttpRequestError, TimeoutError, encodeFunctionData, http, keccak256, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
@@ -99,6 +103,8 @@ export class EscrowRail implements Rail {
   #logsFrom: bigint | undefined;
   /** Settlements whose nonce was seen mined without a receipt of theirs, since when. */
   readonly #nonceUsedSince = new Map<string, number>();
+  /** Settlements with a transaction waiting above the nonce that mined: when this process last sent it, and how often. */
+  readonly #waitingSent = new Map<string, { at: number; sends: number }>();
   /** Sends of this wallet, one at a time (nonce order is the chain's only order). */
   #sending: Promise<unknown> = Promise.resolve();
 
@@ -396,12 +402,19 @@ export class EscrowRail implements Rail {
       return this.#unmined({ id: s.id, attempts: Number(s.attempts), lastBroadcastAt: last, what: { settlement: s.id, stream: s.stream } }, d, latestCount, (next) => this.#record(s.id, next));
     }
     const receipt = await this.#payingReceipt(s, receipts);
-    if ('error' in receipt) return { state: 'failed', error: receipt.error };
+    // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
+    const waiting = await this.#waiting(s, d, latestCount);
+    if ('error' in receipt) {
+      if (waiting === undefined) return { state: 'failed', error: receipt.error };
+      return { state: 'submitted', note: `${receipt.error}; its transaction at nonce ${waiting} is not mined yet` };
+    }
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
     // as not mined). The block must still be there at that height (the receipt's block hash is not compared: ganache
     // reports hashes of blocks mined after miner_start that getBlock does not return).
     const block = await this.#client.getBlock({ blockNumber: receipt.blockNumber }).catch(() => null);
     if (!block) return { state: 'submitted', note: 'reorged out' };
+    // Paid, but not final while a transaction of its own still holds a nonce above (it stays open, the nonce held).
+    if (waiting !== undefined) return { state: 'checkpointed', block: receipt.blockNumber };
     const final = async (): Promise<SettlementState> => ({ state: 'final', proof: await this.#proof(s, receipt) });
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
@@ -409,6 +422,47 @@ export class EscrowRail implements Rail {
     }
     const finalized = await this.#client.getBlock({ blockTag: 'finalized' });
     return finalized.number !== null && finalized.number >= receipt.blockNumber ? final() : { state: 'checkpointed', block: receipt.blockNumber };
+  }
+
+  /**
+   * The lowest nonce a transaction of this mined settlement holds that the chain has not reached, or undefined: its
+   * first transaction, one nonce above a gap fill that mined, may still be in a node's pool (or dropped from it). The
+   * count is read again after the receipts (one mined in between is not waiting). While it waits and the chain's next
+   * nonce is its own (nothing of the wallet below it is pending, so it is what holds the wallet up), it is sent again
+   * every `rebroadcastMs` (a node that dropped it gets it back) and from the second time replaced at that nonce with
+   * higher fees, recorded first, as #unmined does. It is the settlement's own call: mined after the payment, a no-op.
+   */
+  async #waiting(s: SettlementRow, d: TxDetail, latestCount: number): Promise<number | undefined> {
+    const above = (count: number) => d.txs.map((t) => nonceOf(t.raw)).filter((n) => n >= count);
+    let count = latestCount;
+    if (above(count).length > 0) count = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+    if (above(count).length === 0) {
+      this.#waitingSent.delete(s.id);
+      return undefined;
+    }
+    const nonce = Math.min(...above(count));
+    const sent = this.#waitingSent.get(s.id);
+    const last = sent?.at ?? Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
+    if (nonce !== count || this.#now() - last < (this.#c.rebroadcastMs ?? 30_000)) return nonce;
+    await this.#serial(async () => {
+      // Inside the send queue, on a fresh count: it may have mined meanwhile.
+      if ((await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' })) > nonce) return;
+      const sends = (sent?.sends ?? 0) + 1;
+      this.#waitingSent.set(s.id, { at: this.#now(), sends });
+      const newest = [...d.txs].reverse().find((t) => nonceOf(t.raw) === nonce)!;
+      const what = { settlement: s.id, stream: s.stream, kind: sends < 2 ? 'waiting' : 'waiting replacement' };
+      const refused = (err: unknown) => log.debug('waiting settle transaction not sent', { ...what, nonce, error: short(err) });
+      if (sends < 2) return void (await this.#send(newest, what).catch(refused));
+      const tx = await this.#replacement(newest.raw, nonce);
+      await this.#record(s.id, { nonce: d.nonce, txs: [...d.txs, tx] }); // before it leaves the process
+      try {
+        await this.#send(tx, what);
+      } catch (err) {
+        if (!unanswered(err)) await this.#record(s.id, d); // the node refused it and does not have it
+        refused(err);
+      }
+    });
+    return nonce;
   }
 
   /** What the settlement's receipt names: the mined transaction, its block, this chain, the contract and the channel. */
