@@ -180,8 +180,9 @@ export function budgets(active: Array<{ id: string; node_id: string }>, l: Claim
  * sockets nobody is using are lent, round-robin again, to subscriptions with more due rows, each up to the caps
  * (perSubscription, perNode). What is lent never takes what the others may need at once: a subscription with work
  * (in flight or due) keeps its whole unused budget free, one with nothing to send keeps one socket free (at most a
- * quarter of the concurrency for all of those together), and a subscription marked stalled (an attempt in flight for
- * long: a receiver that stopped answering) borrows nothing. Without lending, one busy node among ten idle ones had
+ * quarter of the concurrency for all of those together), a node never holds more than half the concurrency while
+ * other nodes have subscriptions, and a subscription marked stalled (an attempt in flight for long: a receiver that
+ * stopped answering) borrows nothing. Without lending, one busy node among ten idle ones had
  * a tenth of the sockets however idle the rest (bench/delivery: 2 sockets for each of its 10 subscriptions).
  */
 export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: number, l: ClaimLimits, inFlight: InFlight, turn = 0, cacheKey: object = tx): Promise<ClaimedDelivery[]> {
@@ -257,7 +258,10 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
       else keepIdle += Math.min(guarantee, 1);
     }
     const spare = limit - ids.length - keep - Math.min(keepIdle, Math.floor(l.concurrency / IDLE_RESERVE_SHARE));
-    if (spare > 0) pass(spare, (s) => s.most - s.at, (node, t) => l.perNode - nodeBusy(node) - t);
+    // A node borrows up to perNode, and while other nodes have subscriptions up to half the concurrency: whatever its
+    // receivers then do (hang with what they borrowed), the other nodes find at least half the sockets.
+    const nodeMost = b.byNode.size > 1 ? Math.min(l.perNode, Math.max(1, Math.floor(l.concurrency / 2))) : l.perNode;
+    if (spare > 0) pass(spare, (s) => s.most - s.at, (node, t) => Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node) - t);
   }
   if (!ids.length) return [];
   // The lease: due again at now + leaseMs. `attempts` is the claim's fencing token: the attempt is recorded only

@@ -129,6 +129,21 @@ describe('claimDue', () => {
       expect(bySub(await claim(T0, 60_000, 256, LIMITS, none))).toEqual({ a1: 64, a2: 64 });
     });
 
+    it('a node borrows up to half the concurrency while other nodes have subscriptions (all of it when alone)', async () => {
+      await oneBusyNodeAmongTen();
+      await subscribe('node-a', 'a3');
+      await emit('node-a', 100, T0);
+      const got = bySub(await claim(T0, 60_000, 256, LIMITS, none));
+      expect(got.a1! + got.a2! + got.a3!).toBe(128);
+    });
+
+    it('a node alone is not held to half: its five subscriptions take every socket (51 each guaranteed, 1 lent)', async () => {
+      for (const s of ['a1', 'a2', 'a3', 'a4', 'a5']) await subscribe('node-a', s);
+      await emit('node-a', 100, T0);
+      const got = bySub(await claim(T0, 60_000, 256, { ...LIMITS, perNode: 256 }, none));
+      expect(Object.values(got).reduce((x, y) => x + y, 0)).toBe(256);
+    });
+
     it("keeps free what the others may need at once: a busy subscription's unused budget, one socket for each idle one", async () => {
       await oneBusyNodeAmongTen();
       // 40 free: 22 guaranteed to a1 and a2, 10 kept for the idle subscriptions, 8 lent
