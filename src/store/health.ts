@@ -38,7 +38,7 @@ export const health = {
   /** The node deliveries (alert endpoints' are the `alerts` check's: a node cannot replay them). */
   outbox: async (q: Sql): Promise<OutboxFigures> => {
     // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial
-    // index of the queue (deliveries_due): bounded by what is pending, never by the delivered or dead history. The
+    // index of pending rows (deliveries_subscription_due): bounded by what is pending, never by the delivered or dead history. The
     // operator's alert endpoints are left out (their failures are the alerts check; a node cannot replay them).
     const t = await attempts.totals(q, OPERATOR);
     const oldest = (await q.value<number | null>("SELECT MIN(created_at) AS oldest FROM deliveries WHERE status = 'pending' AND subscription_id NOT IN (SELECT id FROM webhook_subscriptions WHERE node_id = ?)", [OPERATOR])) ?? null;

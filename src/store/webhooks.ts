@@ -299,10 +299,13 @@ export async function nextDueWithRoom(q: Sql, l: ClaimLimits, inFlight: InFlight
  * At start, with the data dir locked to this process (SQLite only: with PostgreSQL other daemons may hold leases,
  * which simply run out): deliveries claimed by a previous run that never recorded their attempt (it crashed
  * mid-send) are due now, instead of when their lease would have run out. A claim adds to `attempts`, a recorded
- * attempt sets `recorded_attempts`: one comparison per leased row, walked on the due index.
+ * attempt sets `recorded_attempts`: one comparison per leased row.
  */
 export function releaseStaleLeases(q: Sql, now: number): Promise<number> {
-  return q.run(`UPDATE deliveries SET next_attempt_at = ? WHERE status = 'pending' AND next_attempt_at > ? AND attempts > recorded_attempts`, [now, now]);
+  // Every delivery's subscription is in webhook_subscriptions (a foreign key): the IN names no fewer rows, and walks
+  // each subscription's range of deliveries_subscription_due (the all-subscriptions due index is gone, migration 0210).
+  return q.run(`UPDATE deliveries SET next_attempt_at = ? WHERE subscription_id IN (SELECT id FROM webhook_subscriptions) AND status = 'pending'
+    AND next_attempt_at > ? AND attempts > recorded_attempts`, [now, now]);
 }
 
 export interface AttemptRecord {
