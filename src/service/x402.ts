@@ -24,7 +24,7 @@ export interface SettleResponse { success: boolean; errorReason?: string; errorM
 export interface SupportedResponse { kinds: Array<{ x402Version: number; scheme: string; network: string; extra?: Record<string, unknown> }>; extensions: string[]; signers: Record<string, string[]> }
 
 /** The escrow rail's sends from the daemon's wallet: the first one in its serialised nonce sequence, then resends as settles get (#11). */
-export type X402Sender = Pick<EscrowRail, 'sendCall' | 'resendCall'>;
+export type X402Sender = Pick<EscrowRail, 'sendCall' | 'resendCall' | 'waitingCall'>;
 
 export interface X402Options {
   /** How long settle waits for the transaction to be mined before it answers pending (ms). */
@@ -194,6 +194,15 @@ export class X402Facilitator {
     const subject = { node: row.node_id, stream, settlement: row.id, rail: 'escrow', asset: this.asset, amountMicro: row.amount_micro.toString() };
     // Resent (and stuck raised) by the tracker only: a settle request waiting for its answer just reads.
     if (st.state === 'unmined') return resend ? this.#unmined(row, now, alert, subject) : undefined;
+    // Paid, it is not final while one of its own transactions waits at a nonce the chain has not reached (its first one,
+    // above a gap fill that paid): it stays checkpointed, so that nonce stays held, and the rail sends that transaction
+    // again, then replaces it, as a settlement's (EscrowRail.waitingCall). The tracker's call: a settle request waiting
+    // for its answer records checkpointed, never final. (Failed: every nonce it held was mined by its own transactions.)
+    const waiting = resend && st.state !== 'failed'
+      ? await this.#sender.waitingCall({ id: row.id, detail, lastBroadcastAt: Number(row.last_broadcast_at ?? row.created_at), what: { payment: row.id } },
+        (tx, next) => x402Payments.transactions(tx, row.id, next))
+      : undefined;
+    const final = st.state === 'final' && resend && waiting === undefined;
     await this.#store.write(async (tx) => {
       if (st.state === 'failed') {
         await x402Payments.failed(tx, row.id, st.error);
@@ -207,7 +216,7 @@ export class X402Facilitator {
         await recoverAlert(tx, { ...alert, from: ['settlement.stuck'], kind: 'settlement.recovered', now,
           data: (was) => ({ ...subject, reference: st.hash, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
       }
-      if (st.state === 'final' && (await x402Payments.final(tx, row.id, now))) {
+      if (final && (await x402Payments.final(tx, row.id, now))) {
         const data = await this.#data(tx, row, stream, st.hash, 'final');
         const receipt = await issueReceipt(tx, {
           jti: row.id, node: row.node_id, stream, asset: this.asset, amountMicro: BigInt(data.amountMicro), finalAt: now,

@@ -118,8 +118,8 @@ export const x402Payments = {
   /** claimed → submitted: false when the claim is no longer this id's (taken over as stale): then nothing may be sent. */
   submitted: async (q: Sql, id: string, txHash: string, raw: string, detail: string, now: number) =>
     (await q.run("UPDATE x402_payments SET status = 'submitted', tx_hash = ?, raw_tx = ?, detail = ?, broadcasts = 1, last_broadcast_at = ? WHERE id = ? AND status = 'claimed'", [txHash, raw, detail, now, id])) === 1,
-  /** The transactions it has sent or is about to send (recorded before a rebroadcast or replacement leaves the process). */
-  transactions: (q: Sql, id: string, detail: string) => q.run("UPDATE x402_payments SET detail = ? WHERE id = ? AND status = 'submitted'", [detail, id]),
+  /** The transactions it has sent or is about to send (recorded before a rebroadcast or replacement leaves the process; mined, one may still wait above). */
+  transactions: (q: Sql, id: string, detail: string) => q.run("UPDATE x402_payments SET detail = ? WHERE id = ? AND status IN ('submitted', 'checkpointed')", [detail, id]),
   /** Sent again (the same bytes) or replaced (same nonce, higher fees: `txHash` the newest), with why in `error`. */
   rebroadcast: (q: Sql, id: string, now: number, txHash: string, detail: string, note: string) =>
     q.run("UPDATE x402_payments SET broadcasts = broadcasts + 1, last_broadcast_at = ?, tx_hash = ?, detail = ?, error = ? WHERE id = ? AND status = 'submitted'", [now, txHash, detail, note, id]),

@@ -359,11 +359,31 @@ export class EscrowRail implements Rail {
     record: (tx: Sql, detail: string) => Promise<unknown>): Promise<SettlementState> {
     const d = parseTxDetail(c.detail);
     if (!d || d.txs.length === 0) return { state: 'failed', error: 'no transaction recorded for this call' };
+    const save = this.#callRecord(record);
+    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+    return this.#unmined({ id: c.id, attempts: c.attempts, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount, save);
+  }
+
+  /**
+   * A call sent by sendCall whose payment mined: the lowest nonce one of its transactions still waits at (its first one,
+   * one nonce above a gap fill that paid), or undefined. Handled as a settlement's (#waiting): while one waits the payment
+   * is not final, so its nonces stay held, and that transaction is sent again, then replaced (`record`ed first, as in
+   * resendCall).
+   */
+  async waitingCall(c: { id: string; detail: string; lastBroadcastAt: number; what: Record<string, unknown> },
+    record: (tx: Sql, detail: string) => Promise<unknown>): Promise<number | undefined> {
+    const d = parseTxDetail(c.detail);
+    if (!d || d.txs.length === 0) return undefined;
+    const save = this.#callRecord(record);
+    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
+    return this.#waiting({ id: c.id, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount, save);
+  }
+
+  /** A call's transactions are recorded in the settler's fenced write: only the daemon that holds the wallet's settlement lease records (and sends) new ones. */
+  #callRecord(record: (tx: Sql, detail: string) => Promise<unknown>): (d: TxDetail) => Promise<void> {
     const write = this.#write ?? this.#store?.write.bind(this.#store);
     if (!write) throw new Error('the escrow rail is not attached to a store');
-    const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
-    return this.#unmined({ id: c.id, attempts: c.attempts, lastBroadcastAt: c.lastBroadcastAt, what: c.what }, d, latestCount,
-      async (next) => { await write((tx) => record(tx, JSON.stringify(next))); });
+    return async (next) => { await write((tx) => record(tx, JSON.stringify(next))); };
   }
 
   /** The receipts of every transaction of the settlement that mined (more than one can: each at its own nonce), newest sent first. */
@@ -397,13 +417,12 @@ export class EscrowRail implements Rail {
     // count past our nonce with no receipt really means another transaction took the nonce.
     const latestCount = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
     const receipts = await this.#receiptsOf(d);
-    if (receipts.length === 0) {
-      const last = Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
-      return this.#unmined({ id: s.id, attempts: Number(s.attempts), lastBroadcastAt: last, what: { settlement: s.id, stream: s.stream } }, d, latestCount, (next) => this.#record(s.id, next));
-    }
+    const own = { id: s.id, lastBroadcastAt: Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at), what: { settlement: s.id, stream: s.stream } };
+    const record = (next: TxDetail) => this.#record(s.id, next);
+    if (receipts.length === 0) return this.#unmined({ ...own, attempts: Number(s.attempts) }, d, latestCount, record);
     const receipt = await this.#payingReceipt(s, receipts);
     // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
-    const waiting = await this.#waiting(s, d, latestCount);
+    const waiting = await this.#waiting(own, d, latestCount, record);
     if ('error' in receipt) {
       if (waiting === undefined) return { state: 'failed', error: receipt.error };
       return { state: 'submitted', note: `${receipt.error}; its transaction at nonce ${waiting} is not mined yet` };
@@ -425,14 +444,16 @@ export class EscrowRail implements Rail {
   }
 
   /**
-   * The lowest nonce a transaction of this mined settlement holds that the chain has not reached, or undefined: its
+   * The lowest nonce a transaction of this mined settlement (or x402 call: waitingCall) holds that the chain has not reached, or undefined: its
    * first transaction, one nonce above a gap fill that mined, may still be in a node's pool (or dropped from it). The
    * count is read again after the receipts (one mined in between is not waiting). While it waits and the chain's next
    * nonce is its own (nothing of the wallet below it is pending, so it is what holds the wallet up), it is sent again
    * every `rebroadcastMs` (a node that dropped it gets it back) and from the second time replaced at that nonce with
-   * higher fees, recorded first, as #unmined does. It is the settlement's own call: mined after the payment, a no-op.
+   * higher fees, `record`ed first, as #unmined does. It is the settlement's own call: mined after the payment, a no-op
+   * (an x402 transfer reverts there: its authorization is used).
    */
-  async #waiting(s: SettlementRow, d: TxDetail, latestCount: number): Promise<number | undefined> {
+  async #waiting(s: { id: string; lastBroadcastAt: number; what: Record<string, unknown> }, d: TxDetail, latestCount: number,
+    record: (d: TxDetail) => Promise<void>): Promise<number | undefined> {
     const above = (count: number) => d.txs.map((t) => nonceOf(t.raw)).filter((n) => n >= count);
     let count = latestCount;
     if (above(count).length > 0) count = await this.#client.getTransactionCount({ address: this.#account.address, blockTag: 'latest' });
@@ -442,7 +463,7 @@ export class EscrowRail implements Rail {
     }
     const nonce = Math.min(...above(count));
     const sent = this.#waitingSent.get(s.id);
-    const last = sent?.at ?? Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at);
+    const last = sent?.at ?? s.lastBroadcastAt;
     if (nonce !== count || this.#now() - last < (this.#c.rebroadcastMs ?? 30_000)) return nonce;
     await this.#serial(async () => {
       // Inside the send queue, on a fresh count: it may have mined meanwhile.
@@ -450,15 +471,15 @@ export class EscrowRail implements Rail {
       const sends = (sent?.sends ?? 0) + 1;
       this.#waitingSent.set(s.id, { at: this.#now(), sends });
       const newest = [...d.txs].reverse().find((t) => nonceOf(t.raw) === nonce)!;
-      const what = { settlement: s.id, stream: s.stream, kind: sends < 2 ? 'waiting' : 'waiting replacement' };
-      const refused = (err: unknown) => log.debug('waiting settle transaction not sent', { ...what, nonce, error: short(err) });
+      const what = { ...s.what, kind: sends < 2 ? 'waiting' : 'waiting replacement' };
+      const refused = (err: unknown) => log.debug('waiting transaction not sent', { ...what, nonce, error: short(err) });
       if (sends < 2) return void (await this.#send(newest, what).catch(refused));
       const tx = await this.#replacement(newest.raw, nonce);
-      await this.#record(s.id, { nonce: d.nonce, txs: [...d.txs, tx] }); // before it leaves the process
+      await record({ nonce: d.nonce, txs: [...d.txs, tx] }); // before it leaves the process
       try {
         await this.#send(tx, what);
       } catch (err) {
-        if (!unanswered(err)) await this.#record(s.id, d); // the node refused it and does not have it
+        if (!unanswered(err)) await record(d); // the node refused it and does not have it
         refused(err);
       }
     });
