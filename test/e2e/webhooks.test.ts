@@ -629,7 +629,10 @@ describe('webhooks against the real daemon', () => {
     expect(new Set(seen).size).toBe(seen.length);
     expect(seen).not.toContain(theirs);
     expect(seen.slice(-5)).toEqual(mine); // oldest first; ours are the newest
-    const seqs = seen.map((id) => storedEvent(id)!.seq);
+    // One query for every page's events (PostgreSQL: one psql run, not one each: a synchronous psql per event held this
+    // process for longer than the server's keep-alive, and the next request went out on a socket the daemon had closed).
+    const seqOf = new Map((db.prepare(`SELECT id, seq FROM events WHERE id IN (${seen.map(() => '?').join(', ')})`).all(...seen) as Array<{ id: string; seq: number }>).map((r) => [r.id, Number(r.seq)]));
+    const seqs = seen.map((id) => seqOf.get(id)!);
     expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
 
     // The last cursor is kept so a reconciler can poll for what comes next.
