@@ -230,6 +230,13 @@ export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = 
     }
     db.pragma('foreign_keys = ON');
     db.pragma('cache_size = -4000'); // 4 MB page cache (better-sqlite3 builds with 16 MB): daemon RSS; the OS caches the file too
+    // Savepoint and statement journals in memory, not in a temporary file. Each job of a write batch runs in its own
+    // savepoint, and a statement that fires a trigger (the delivery counters, migration 0090) keeps a statement
+    // journal: past 64 KiB SQLite spilled them to a temp file, and every page a statement touched first was written
+    // there (a fan-out insert: ~20 us of its ~28 per delivery row). They live for one statement or one job, and hold
+    // the pages it changed: kilobytes, a few MB for a large batch. bench/delivery's store cost per delivery (record,
+    // claim, attempt in one process): 104-110 us -> 66-67 us.
+    db.pragma('temp_store = MEMORY');
     migrate(db, !!opts.readonly);
     for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
   } catch (err) {
