@@ -474,14 +474,8 @@ export class EscrowRail implements Rail {
       const what = { ...s.what, kind: sends < 2 ? 'waiting' : 'waiting replacement' };
       const refused = (err: unknown) => log.debug('waiting transaction not sent', { ...what, nonce, error: short(err) });
       if (sends < 2) return void (await this.#send(newest, what).catch(refused));
-      const tx = await this.#replacement(newest.raw, nonce);
-      await record({ nonce: d.nonce, txs: [...d.txs, tx] }); // before it leaves the process
-      try {
-        await this.#send(tx, what);
-      } catch (err) {
-        if (!unanswered(err)) await record(d); // the node refused it and does not have it
-        refused(err);
-      }
+      const r = await this.#replaceRecorded(newest, nonce, d.nonce, d, record, what);
+      if ('refused' in r) refused(r.refused);
     });
     return nonce;
   }
@@ -567,17 +561,9 @@ export class EscrowRail implements Rail {
         const nonce = gap ? count : d.nonce;
         // Never a nonce another open settlement holds (two settlements' transactions on one nonce: one replaces the other).
         if (held.has(nonce)) return { state: 'submitted' as const, note: `nonce ${nonce} is held by another settlement of this wallet: not replaced` };
-        const tx = await this.#replacement(newest.raw, nonce);
-        const next: TxDetail = { nonce, txs: [...d.txs, tx] };
-        // Recorded before it leaves the process: a send whose answer is lost may still be mined, and must be recognised.
-        await record(next);
-        try {
-          await this.#send(tx, { ...s.what, kind: gap ? 'gap' : 'replacement' });
-        } catch (err) {
-          // The node refused it and does not have it: the record goes back to what was sent (an unanswered send stays recorded).
-          if (!unanswered(err)) await record(d);
-          return { state: 'submitted' as const, note: `replacement refused: ${short(err)}` };
-        }
+        const r = await this.#replaceRecorded(newest, nonce, nonce, d, record, { ...s.what, kind: gap ? 'gap' : 'replacement' });
+        if ('refused' in r) return { state: 'submitted' as const, note: `replacement refused: ${short(r.refused)}` };
+        const { tx, next } = r;
         if (gap) this.#nextNonce = undefined;
         const note = gap ? `nonce gap at ${count}: re-signed into it (was ${d.nonce})` : `not mined after ${s.attempts} broadcasts: replaced with higher fees`;
         return { state: 'submitted' as const, rebroadcast: { reference: tx.hash, detail: JSON.stringify(next), note } };
@@ -592,6 +578,26 @@ export class EscrowRail implements Rail {
       const note = known ? `not mined within ${Math.round((this.#c.rebroadcastMs ?? 30_000) / 1000)} s: rebroadcast` : 'transaction was not known to the chain: resent';
       return { state: 'submitted' as const, rebroadcast: { reference: newest.hash, detail: JSON.stringify(d), note } };
     });
+  }
+
+  /**
+   * `newest` replaced at `nonce` with higher fees and sent (#unmined, #waiting). Recorded before it leaves the process
+   * (`detailNonce` the settlement's nonce in the record): a send whose answer is lost may still be mined, and must be
+   * recognised. A node that refused it and does not have it puts the record back to `d` (an unanswered send stays
+   * recorded). The new transaction and record, or the refusal.
+   */
+  async #replaceRecorded(newest: { raw: Hex }, nonce: number, detailNonce: number, d: TxDetail, record: (d: TxDetail) => Promise<void>,
+    what: Record<string, unknown>): Promise<{ tx: { hash: Hex; raw: Hex }; next: TxDetail } | { refused: unknown }> {
+    const tx = await this.#replacement(newest.raw, nonce);
+    const next: TxDetail = { nonce: detailNonce, txs: [...d.txs, tx] };
+    await record(next);
+    try {
+      await this.#send(tx, what);
+    } catch (err) {
+      if (!unanswered(err)) await record(d);
+      return { refused: err };
+    }
+    return { tx, next };
   }
 
   /** Record the settlement's transactions (fenced: a daemon that lost the settlement lease records and sends nothing). */
