@@ -211,11 +211,14 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   if (!found.size) return [];
   // Per node: its subscriptions with due rows, in rotated order; `at` is how many of the subscription's rows are taken.
   const nodes = new Map<string, Array<{ id: string; due: string[]; at: number; guaranteed: number; most: number }>>();
+  const entries = new Map<string, { at: number }>(); // by subscription
   for (const x of rows) {
     const due = found.get(x.s.id);
     if (!due) continue;
+    const entry = { id: x.s.id, due, at: 0, guaranteed: x.guaranteed, most: x.most };
+    entries.set(x.s.id, entry);
     const list = nodes.get(x.s.node_id) ?? [];
-    list.push({ id: x.s.id, due, at: 0, guaranteed: x.guaranteed, most: x.most });
+    list.push(entry);
     nodes.set(x.s.node_id, list);
   }
   const rotate = <T>(xs: T[]) => { const k = turn % xs.length; return [...xs.slice(k), ...xs.slice(0, k)]; };
@@ -247,15 +250,12 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // Then the spare sockets, lent: what is left after every subscription's unused guarantee (one socket for one with
   // nothing to send) is kept free.
   if (ids.length < limit) {
-    const taken = new Map<string, number>();
-    for (const n of order) for (const s of n.subs) taken.set(s.id, s.at);
     let keep = 0;
     let keepIdle = 0;
     for (const x of rows) {
-      const used = busyOf(x.s.id) + (taken.get(x.s.id) ?? 0);
-      const guarantee = b.bySubscription.get(x.s.id)!;
-      if (used > 0 || found.has(x.s.id)) keep += Math.max(0, guarantee - used);
-      else keepIdle += Math.min(guarantee, 1);
+      const used = busyOf(x.s.id) + (entries.get(x.s.id)?.at ?? 0);
+      if (used > 0 || found.has(x.s.id)) keep += Math.max(0, b.bySubscription.get(x.s.id)! - used);
+      else keepIdle++; // one socket (every budget is at least 1)
     }
     const spare = limit - ids.length - keep - Math.min(keepIdle, Math.floor(l.concurrency / IDLE_RESERVE_SHARE));
     // A node borrows up to perNode, and while other nodes have subscriptions up to half the concurrency: whatever its
