@@ -75,6 +75,40 @@ function expectNoncesNotShared(sent: RpcProxy['sent']) {
   expect(shared, 'nonces used by transactions of two settlements').toEqual([]);
 }
 
+/**
+ * A fresh start (the daemon asks the chain for the wallet's next nonce again) and two streams; until a's first settle is
+ * sent, the RPC counts one pending transaction of the wallet too many (one the chain never got): that settle goes one
+ * nonce too high, and nothing of this wallet holds the nonce below it. `n`: the wallet's next nonce on the chain.
+ */
+async function restartWithOneTooMany() {
+  await daemon.stop('SIGTERM');
+  daemon = await startEscrowDaemon(t.dataDir, flags);
+  A = clientOf(daemon.url, tokenA);
+  const a = await stream(2_000_000n);
+  const b = await stream(2_000_000n);
+  const payee0 = await chain.balanceOf(chain.operator.address);
+  const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
+  proxy.rewrite = (method, params, result) =>
+    method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+  return { a, b, payee0, n };
+}
+
+/** Blocks until a is final at 500,000 and b at 300,000; then no nonce was shared and each paid once, exactly. */
+async function bothFinalEachPaidOnce(a: Awaited<ReturnType<typeof stream>>, b: Awaited<ReturnType<typeof stream>>, payee0: bigint, what: string) {
+  let seen: unknown;
+  await eventually(async () => {
+    await chain.mine(1);
+    const [fa, fb] = [await a.finality(), await b.finality()];
+    seen = [fa, fb];
+    return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
+  }, what, 45_000, 300)
+    .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+  expectNoncesNotShared(proxy.sent);
+  expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
+  expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
+  expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
+}
+
 describe('two settlements stalled together', () => {
   it('a replacement whose answer was lost is still recognised: both streams pay exactly once and turn final; no nonce is shared', async () => {
     const a = await stream(2_000_000n);
@@ -125,19 +159,8 @@ describe('two settlements stalled together', () => {
   });
 
   it('a nonce gap below a stalled settlement is filled by it; the next settlement skips the nonce its first transaction still holds; each pays once', async () => {
-    // A fresh start: the daemon asks the chain for the wallet's next nonce again.
-    await daemon.stop('SIGTERM');
-    daemon = await startEscrowDaemon(t.dataDir, flags);
-    A = clientOf(daemon.url, tokenA);
     proxy.loseAnswer = () => false;
-    const a = await stream(2_000_000n);
-    const b = await stream(2_000_000n);
-    const payee0 = await chain.balanceOf(chain.operator.address);
-    const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
-    // Until the first settle is sent, the RPC counts one pending transaction of the wallet too many (one the chain
-    // never got): that settle goes one nonce too high, and nothing of this wallet holds the nonce below it.
-    proxy.rewrite = (method, params, result) =>
-      method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+    const { a, b, payee0, n } = await restartWithOneTooMany();
     await rpc('miner_stop');
     let first: RpcProxy['sent'][number];
     try {
@@ -152,18 +175,7 @@ describe('two settlements stalled together', () => {
     } finally {
       await rpc('miner_start');
     }
-    let seen: unknown;
-    await eventually(async () => {
-      await chain.mine(1);
-      const [fa, fb] = [await a.finality(), await b.finality()];
-      seen = [fa, fb];
-      return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
-    }, 'both final after the miner resumes', 45_000, 300)
-      .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
-    expectNoncesNotShared(proxy.sent);
-    expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
-    expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
-    expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
+    await bothFinalEachPaidOnce(a, b, payee0, 'both final after the miner resumes');
     // Both of the first settlement's transactions mined: the one at the gap paid and is its reference; the first one,
     // mined after it, found the channel settled as much and paid nothing, which does not make the settlement fail.
     const fa = await a.finality();
@@ -177,18 +189,9 @@ describe('two settlements stalled together', () => {
   });
 
   it('a settlement paid by its gap fill keeps the nonce of its unmined first transaction until that one mines: the settlement above it is never re-signed into it; each pays once', async () => {
-    // A fresh start, as above: the daemon asks the chain for the wallet's next nonce again.
-    await daemon.stop('SIGTERM');
-    daemon = await startEscrowDaemon(t.dataDir, flags);
-    A = clientOf(daemon.url, tokenA);
-    const a = await stream(2_000_000n);
-    const b = await stream(2_000_000n);
-    const payee0 = await chain.balanceOf(chain.operator.address);
-    const n = await chain.client.getTransactionCount({ address: chain.operator.address, blockTag: 'latest' });
-    // The RPC counts one pending transaction too many until the first settle is sent (it goes to n + 1), and the node
-    // answers that send with its hash but drops it: nothing is at n, nothing at n + 1. The miner runs.
-    proxy.rewrite = (method, params, result) =>
-      method === 'eth_getTransactionCount' && params[1] === 'pending' && !proxy.sent.some((x) => same(x.channel, a.channel)) ? `0x${(Number(result) + 1).toString(16)}` : result;
+    // The first settle goes to n + 1, and the node answers that send with its hash but drops it: nothing is at n,
+    // nothing at n + 1. The miner runs.
+    const { a, b, payee0, n } = await restartWithOneTooMany();
     proxy.drop = (tx, earlier) => same(tx.channel, a.channel) && !earlier.some((e) => same(e.channel, a.channel));
     try {
       await a.pay(500_000n);
@@ -203,19 +206,8 @@ describe('two settlements stalled together', () => {
       expect(second.nonce).toBe(n + 2);
       // Blocks: the gap fill's confirmations come. Before the fix the first settlement turned final here and released
       // n + 1 while nothing of the wallet was mined there: the second, stalled at n + 2, was re-signed into it.
-      let seen: unknown;
-      await eventually(async () => {
-        await chain.mine(1);
-        const [fa, fb] = [await a.finality(), await b.finality()];
-        seen = [fa, fb];
-        return fa.finality === 'final' && fa.finalMicro === '500000' && fb.finality === 'final' && fb.finalMicro === '300000';
-      }, 'both final', 45_000, 300)
-        .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
-      expectNoncesNotShared(proxy.sent);
+      await bothFinalEachPaidOnce(a, b, payee0, 'both final');
       expect(proxy.sent.filter((x) => same(x.channel, b.channel)).map((x) => x.nonce).filter((x) => x !== n + 2)).toEqual([]);
-      expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(800_000n);
-      expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
-      expect((await channelOf(chain, b.channel as Hex)).settled).toBe(300_000n);
       // The first settlement's reference is its gap fill; its first transaction was sent again and mined at n + 1 as a no-op.
       const fa = await a.finality();
       expect(proxy.sent.find((x) => same(x.hash, fa.frontier.reference))).toMatchObject({ nonce: n });
