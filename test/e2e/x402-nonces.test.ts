@@ -52,17 +52,22 @@ afterAll(async () => {
   await chain?.stop();
 });
 
+/** An escrow stream of 2,000,000 on a channel of its own, verified by the daemon, and the payer's voucher for `voucherMicro`. */
+async function escrowStream(prefix: string, voucherMicro: bigint) {
+  const id = `${prefix}-${randomBytes(4).toString('hex')}`;
+  const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: 2_000_000n });
+  const credential = mintCredential({
+    key: issuer,
+    claims: { stream: id, budget: `b-${id}`, cap: '2000000', asset: 'USDC', mode: 'escrow', cnf: { addr: chain.payer.address }, chainId: chain.chainId, escrow: chain.escrow, channel },
+  });
+  expect((await A.post('/v1/allowances/verify', { credential })).status).toBe(200);
+  return { id, channel, signature: await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel }, voucherMicro) };
+}
+
 describe('an x402 transfer and a settlement of one wallet, stalled together', () => {
   it('never share a nonce (one fills the gap, the other keeps its own); both mine, each paying exactly once', async () => {
     const token = chain.token.toLowerCase();
-    const id = `x402n-${randomBytes(4).toString('hex')}`;
-    const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: 2_000_000n });
-    const credential = mintCredential({
-      key: issuer,
-      claims: { stream: id, budget: `b-${id}`, cap: '2000000', asset: 'USDC', mode: 'escrow', cnf: { addr: chain.payer.address }, chainId: chain.chainId, escrow: chain.escrow, channel },
-    });
-    expect((await A.post('/v1/allowances/verify', { credential })).status).toBe(200);
-    const signature = await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel }, 600_000n);
+    const { id, channel, signature } = await escrowStream('x402n', 600_000n);
     const resource = `http://resource.test/nonces-${id}`;
     const body = await x402Payment(chain, { value: PRICE, resource });
     const payee0 = await chain.balanceOf(chain.operator.address);
@@ -125,14 +130,7 @@ describe('an x402 transfer and a settlement of one wallet, stalled together', ()
     A = clientOf(daemon.url, tokenA);
     const token = chain.token.toLowerCase();
     // The channel first: opening it mines a block, which would confirm the x402 transfer too early.
-    const id = `x402g-${randomBytes(4).toString('hex')}`;
-    const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: 2_000_000n });
-    const credential = mintCredential({
-      key: issuer,
-      claims: { stream: id, budget: `b-${id}`, cap: '2000000', asset: 'USDC', mode: 'escrow', cnf: { addr: chain.payer.address }, chainId: chain.chainId, escrow: chain.escrow, channel },
-    });
-    expect((await A.post('/v1/allowances/verify', { credential })).status).toBe(200);
-    const signature = await chain.signVoucher({ chainId: chain.chainId, escrow: chain.escrow, channel }, 300_000n);
+    const { id, channel, signature } = await escrowStream('x402g', 300_000n);
     const resource = `http://resource.test/gap-${id}`;
     const body = await x402Payment(chain, { value: PRICE, resource });
     const stream = x402Stream(chain.payer.address, resource);
