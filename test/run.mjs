@@ -2,20 +2,23 @@
 // non-zero exit when any failed (CI fails on any failed test).
 //   1. SQLite, two test files at a time: most of a file's time is spent waiting on a daemon, a chain or a timer,
 //      not on a core (vitest's default on two cores is one file at a time). Each file has its own data dirs and ports.
-//   2. SQLite, the files that time a chain's miner against the settler or the x402 tracker (SERIAL), alone: with another file beside them
-//      on two cores, their settlements' rebroadcast timing shifts (seen: escrow-funding's stalled-miner case).
+//   2. SQLite, the files that time a chain's miner against the settler or the x402 tracker (SERIAL), one at a time:
+//      two of them beside two other files on two cores were seen to shift a settlement's rebroadcast timing
+//      (escrow-funding's stalled-miner case, before the nonce fix of escrow-nonces).
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
+// The passes run in two phases, the two stores side by side in each (1 with 3, then 2 with 4): a file of one store
+// spends most of its time waiting, the other's fills the cores meanwhile (a fresh clone's run: 17.5 min with the four
+// passes one after another, every pass alone using about one core of two). Each pass's output is kept and printed
+// whole when it ends, one pass after the other, never interleaved. NODE_SVC_TEST_SEQUENTIAL=1 runs the four one after
+// another, printing as they go.
 // `node test/run.mjs --pass 1` (or 2, 3, 4) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
-import { spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
 const SERIAL = ['test/e2e/escrow-funding.test.ts', 'test/e2e/escrow.test.ts', 'test/e2e/escrow-nonces.test.ts', 'test/e2e/x402.test.ts', 'test/e2e/x402-nonces.test.ts'];
 const WORKERS = process.env.NODE_SVC_TEST_WORKERS ?? '2';
 const PG_CTL = '/usr/lib/postgresql/15/bin/pg_ctl';
-const vitest = (args, env = {}) => {
-  const r = spawnSync(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', ...args, '--testTimeout=60000'], { stdio: 'inherit', env: { ...process.env, ...env } });
-  return r.status ?? 1;
-};
+const SEQUENTIAL = process.env.NODE_SVC_TEST_SEQUENTIAL === '1';
 const exclude = (files) => files.flatMap((f) => ['--exclude', f]);
 // test/e2e/multi-daemon.test.ts and test/e2e/alerts-store.test.ts start PostgreSQL servers of their own, and
 // test/e2e/container.test.ts a PostgreSQL container of its own: they run on the SQLite passes only.
@@ -26,21 +29,45 @@ const postgres = () => {
   console.log(`skipped the PostgreSQL passes: ${PG_CTL} is missing (install Debian's postgresql package, or run .ci/run)`);
   return false;
 };
+const PG = { NODE_SVC_TEST_STORE: 'postgres' };
 const passes = {
-  1: () => vitest(['test/', ...exclude(SERIAL), `--maxWorkers=${WORKERS}`]),
-  2: () => vitest([...SERIAL, '--maxWorkers=1']),
-  3: () => (postgres() ? vitest([...PG_SUITES, ...exclude([...PG_OWN, ...SERIAL]), `--maxWorkers=${WORKERS}`], { NODE_SVC_TEST_STORE: 'postgres' }) : 0),
-  4: () => (postgres() ? vitest([...SERIAL, '--maxWorkers=1'], { NODE_SVC_TEST_STORE: 'postgres' }) : 0),
+  1: { args: ['test/', ...exclude(SERIAL), `--maxWorkers=${WORKERS}`] },
+  2: { args: [...SERIAL, '--maxWorkers=1'] },
+  3: { args: [...PG_SUITES, ...exclude([...PG_OWN, ...SERIAL]), `--maxWorkers=${WORKERS}`], env: PG, postgres: true },
+  4: { args: [...SERIAL, '--maxWorkers=1'], env: PG, postgres: true },
 };
-const i = process.argv.indexOf('--pass');
-const which = i > 0 ? [process.argv[i + 1]] : Object.keys(passes);
-const failed = [];
-for (const n of which) {
-  if (!passes[n]) throw new Error(`no pass ${n} (1 to 4)`);
+
+/** Pass n in its own vitest process; resolves with its exit status and seconds. `show`: print as it goes, else kept and printed at the end. */
+function run(n, show) {
+  const p = passes[n];
+  if (!p) throw new Error(`no pass ${n} (1 to 4)`);
   const t0 = Date.now();
-  const status = passes[n]();
-  console.log(`[npm test] pass ${n}: ${status === 0 ? 'passed' : `FAILED (exit ${status})`} in ${Math.round((Date.now() - t0) / 1000)} s`);
-  if (status !== 0) failed.push(n);
+  if (p.postgres && !postgres()) return Promise.resolve({ n, status: 0, s: 0 });
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', ...p.args, '--testTimeout=60000'], {
+      stdio: show ? 'inherit' : ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(p.env ?? {}) },
+    });
+    const out = [];
+    if (!show) for (const s of [child.stdout, child.stderr]) s.on('data', (b) => out.push(b));
+    child.on('close', (code, signal) => {
+      if (!show) process.stdout.write(Buffer.concat([Buffer.from(`\n[npm test] ---- pass ${n}'s output ----\n`), ...out]));
+      const status = code ?? (signal ? 1 : 0);
+      const s = Math.round((Date.now() - t0) / 1000);
+      console.log(`[npm test] pass ${n}: ${status === 0 ? 'passed' : `FAILED (exit ${status}${signal ? `, ${signal}` : ''})`} in ${s} s`);
+      resolve({ n, status, s });
+    });
+  });
+}
+
+const i = process.argv.indexOf('--pass');
+const phases = i > 0 ? [[process.argv[i + 1]]] : SEQUENTIAL ? [['1'], ['2'], ['3'], ['4']] : [['1', '3'], ['2', '4']];
+const failed = [];
+for (const phase of phases) {
+  const t0 = Date.now();
+  if (phase.length > 1) console.log(`[npm test] passes ${phase.join(' and ')} side by side (their output follows each one's end)`);
+  const done = await Promise.all(phase.map((n) => run(n, phase.length === 1)));
+  for (const d of done) if (d.status !== 0) failed.push(d.n);
+  if (phase.length > 1) console.log(`[npm test] passes ${phase.join(' and ')}: ${Math.round((Date.now() - t0) / 1000)} s`);
 }
 if (failed.length) console.log(`[npm test] failed passes: ${failed.join(', ')}`);
 process.exit(failed.length ? 1 : 0);
