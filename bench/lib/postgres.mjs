@@ -28,7 +28,7 @@ export async function startPostgres({ statements = false } = {}) {
   // Server defaults otherwise (synchronous_commit on, fsync on): what an operator's database does.
   const server = await startPostgresServer({
     prefix: 'node-svc-bench-pg-',
-    settings: ['-c max_connections=200', ...(statements ? ['-c shared_preload_libraries=pg_stat_statements'] : [])],
+    settings: ['-c max_connections=200', ...(statements ? ['-c shared_preload_libraries=pg_stat_statements', '-c pg_stat_statements.track=all'] : [])],
   });
   return {
     port: server.port,
