@@ -9,6 +9,7 @@ import { parseDuration } from '../../domain/duration.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { railFromFlags, type RailFlags } from '../../rails/config.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
+import { exitOnceStopped } from '../stop.js';
 
 export interface DaemonFlags extends RailFlags {
   host: string;
@@ -87,5 +88,6 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  exitOnceStopped();
   return { data: undefined, human: '' };
 }

@@ -8,6 +8,7 @@ import { checkNodeId } from '../../service/admin.js';
 import { mintControl, mintCredential, mintVoucher } from '../../dev/mint.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
 import { clientFor } from './remote.js';
+import { exitOnceStopped } from '../stop.js';
 
 /** The sandbox's data dir: --data-dir, else NODE_SVC_DATA_DIR, else ./data/sandbox (never the default store). */
 export const sandboxDir = (g: GlobalOptions, mode: 'escrow' | 'card' = 'escrow') =>
@@ -54,6 +55,7 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
     process.once('SIGINT', stop);
     process.once('SIGTERM', stop);
   });
+  exitOnceStopped();
   return { data: undefined, human: '' };
 }
 
