@@ -16,7 +16,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
-import { BUNDLE, BUNDLE_CACHE, wrapCjs } from '../cli/start.js';
+import { BUNDLE, BUNDLE_CACHE, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../cli/start.js';
 
 const DIST = resolve(fileURLToPath(new URL('..', import.meta.url))); // dist/build/cli-bundle.js → dist
 export const ENTRY = join(DIST, 'cli', 'main.js');
@@ -36,13 +36,12 @@ const isOurs = (path: string) => path.startsWith(DIST + sep) && !path.includes(`
 const DYNAMIC_IMPORT = /\bimport\(\s*(['"])([^'"]+)\1\s*\)/g;
 
 /**
- * Every dynamic import in our modules except those of `inline` becomes `__nodeSvcImport('<specifier>')`, relative
- * specifiers rewritten relative to `outDir`: start.ts runs the bundle in a vm.Script, whose own import() has no
- * loader behind it (node 20's vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER warns, and is lost with a code cache), so
- * it passes the import() of a real module in the same directory. Those imports load the ES modules tsc wrote.
+ * Every dynamic import in our modules except those of modules `keep` accepts becomes `__nodeSvcImport('<specifier>')`,
+ * relative specifiers rewritten relative to `outDir` (and added to `left`): start.ts runs each bundle in a vm.Script,
+ * whose own import() has no loader behind it (node 20's vm.constants.USE_MAIN_CONTEXT_DEFAULT_LOADER warns, and is
+ * lost with a code cache), so it passes a function that answers from the rest bundle or imports the module itself.
  */
-export function onlyFastPath(outDir: string, inline: string[] = FAST_PATH): Plugin {
-  const keep = new Set(inline.map((p) => join(DIST, p)));
+export function onlyFastPath(outDir: string, keep: (target: string) => boolean = inFastPath, left?: Set<string>): Plugin {
   return {
     name: 'node-svc-only-fast-path',
     setup(b) {
@@ -56,16 +55,30 @@ export function onlyFastPath(outDir: string, inline: string[] = FAST_PATH): Plug
             return `__nodeSvcImport(${JSON.stringify(spec)})`;
           }
           const target = resolve(dirname(a.path), spec);
-          if (keep.has(target)) return all;
+          if (keep(target)) return all;
           const rel = relative(outDir, target).split(sep).join('/');
+          const key = rel.startsWith('.') ? rel : `./${rel}`;
+          left?.add(key);
           hits++;
-          return `__nodeSvcImport(${JSON.stringify(rel.startsWith('.') ? rel : `./${rel}`)})`;
+          return `__nodeSvcImport(${JSON.stringify(key)})`;
         });
         return hits ? { contents, loader: 'js', resolveDir: dirname(a.path) } : undefined;
       });
     },
   };
 }
+
+const FAST = new Set(FAST_PATH.map((p) => join(DIST, p)));
+const inFastPath = (target: string) => FAST.has(target);
+/**
+ * Left to node as ES modules, outside every bundle: tracing's SDK (ops/otel.js imports OpenTelemetry's packages; with
+ * traces off the daemon loads none of it, test/e2e/tracing.test.ts) and the TUI (ink's dependencies use top-level
+ * await, which a CommonJS bundle cannot hold).
+ */
+const OUTSIDE = [join(DIST, 'ops', 'otel.js')];
+const inBundles = (target: string) => isOurs(target) && !target.startsWith(join(DIST, 'tui') + sep) && !OUTSIDE.includes(target);
+/** The commands whose modules are most of the code (the HTTP server, the rails, viem): a bundle of their own. */
+const HEAVY = new Set(['cli/commands/daemon.js', 'cli/commands/dev.js', 'cli/commands/receipts.js'].map((p) => join(DIST, p)));
 
 /**
  * Packages stay external, except better-sqlite3's JavaScript imported by the shim, which store/db.ts gets for its
@@ -80,6 +93,19 @@ const packagesButSqlite: Plugin = {
       if (a.path === 'better-sqlite3' && a.importer === SHIM) return undefined;
       return { path: a.path, external: true };
     });
+  },
+};
+
+/**
+ * The rest bundle's packages: inlined (one file to compile with its code cache instead of hundreds of modules to
+ * resolve and read), but better-sqlite3's `bindings` (never called: the shim always names the addon) and pg's optional
+ * `pg-native` (read lazily, never used), which stay node's.
+ */
+const restPackages: Plugin = {
+  name: 'node-svc-rest-packages',
+  setup(b) {
+    b.onResolve({ filter: /^(node:)?module$/ }, (a) => (a.importer === DB ? { path: SHIM } : undefined));
+    b.onResolve({ filter: /^(bindings|pg-native)$/ }, (a) => ({ path: a.path, external: true }));
   },
 };
 
@@ -100,34 +126,87 @@ export function codeCache(source: string, filename: string): Buffer | undefined 
   return new Script(wrapCjs(source), { filename, cachedData: data }).cachedDataRejected ? undefined : data;
 }
 
-export async function bundleCli(log: (line: string) => void = () => undefined): Promise<{ out: string; bytes: number; modules: number; cacheBytes: number }> {
-  statSync(ENTRY); // tsc first
-  const r = await build({
-    entryPoints: [ENTRY],
-    outfile: OUT,
-    bundle: true,
-    format: 'cjs',
-    platform: 'node',
-    target: 'node20',
-    // createRequire(import.meta.url) (store/db.ts, cli/output.ts): the bundle's own URL, so packages resolve from dist/cli.
-    define: {
-      'import.meta.url': '__nodeSvcImportMetaUrl',
-      NODE_SVC_BUNDLED_SQLITE: JSON.stringify((JSON.parse(readFileSync(require.resolve('better-sqlite3/package.json'), 'utf8')) as { version: string }).version),
-    },
-    banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
-    plugins: [onlyFastPath(dirname(OUT)), packagesButSqlite],
-    metafile: true,
-    legalComments: 'none',
-    logLevel: 'silent',
-  });
-  if (r.warnings.length) throw new Error(`CLI bundle: ${r.warnings.map((w) => w.text).join('; ')}`);
-  const out = r.metafile.outputs[relative(process.cwd(), OUT).split(sep).join('/')] ?? Object.values(r.metafile.outputs)[0]!;
-  const left = out.imports.filter((i) => i.kind === 'dynamic-import' && i.external);
-  if (left.length) throw new Error(`CLI bundle: import() left that the vm.Script cannot run: ${left.map((i) => i.path).join(', ')}`);
+/** A code cache of `source` (wrapped as start.ts runs it) with what V8 compiles eagerly; undefined if refused. */
+export function topLevelCodeCache(source: string, filename: string): Buffer | undefined {
+  const data = new Script(wrapCjs(source), { filename }).createCachedData();
+  return new Script(wrapCjs(source), { filename, cachedData: data }).cachedDataRejected ? undefined : data;
+}
 
+const COMMON = {
+  bundle: true,
+  format: 'cjs',
+  platform: 'node',
+  target: 'node20',
+  // createRequire(import.meta.url) (store/db.ts, cli/output.ts): the bundle's own URL, so packages resolve from dist/cli.
+  define: {
+    'import.meta.url': '__nodeSvcImportMetaUrl',
+    NODE_SVC_BUNDLED_SQLITE: JSON.stringify((JSON.parse(readFileSync(require.resolve('better-sqlite3/package.json'), 'utf8')) as { version: string }).version),
+  },
+  banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+  metafile: true,
+  legalComments: 'none',
+  logLevel: 'silent',
+} as const;
+
+type Built = Awaited<ReturnType<typeof build>>;
+
+/** The output's metafile entry; no warnings, and no import() left that the vm.Script could not run. */
+function checked(what: string, r: Built, file: string) {
+  if (r.warnings.length) throw new Error(`${what}: ${r.warnings.map((w) => w.text).join('; ')}`);
+  const out = r.metafile!.outputs[relative(process.cwd(), file).split(sep).join('/')] ?? Object.values(r.metafile!.outputs)[0]!;
+  const left = out.imports.filter((i) => i.kind === 'dynamic-import' && i.external);
+  if (left.length) throw new Error(`${what}: import() left that the vm.Script cannot run: ${left.map((i) => i.path).join(', ')}`);
+  return out;
+}
+
+export interface BundleFigures { file: string; bytes: number; modules: number; cacheBytes: number; keys: string[] }
+export interface BundleReport { out: string; bytes: number; modules: number; cacheBytes: number; more: BundleFigures[] }
+
+/**
+ * One bundle of what the bundle before it left to __nodeSvcImport (`entries`), each key answering `modules[key]()`
+ * as import() would have; its own dynamic imports of ours that `keep` refuses are left again (added to `left`).
+ */
+async function moreBundle(
+  name: string, entries: string[], keep: (target: string) => boolean, left: Set<string>, cacheOf: typeof codeCache, log: (line: string) => void,
+): Promise<BundleFigures> {
+  const outDir = dirname(OUT);
+  const file = join(outDir, name);
+  const out = checked(`CLI bundle ${name}`, await build({
+    ...COMMON,
+    stdin: {
+      contents: `export const modules = {\n${entries.map((k) => `  ${JSON.stringify(k)}: () => import(${JSON.stringify(k)}),`).join('\n')}\n};\n`,
+      resolveDir: outDir,
+      sourcefile: name.replace(/\.cjs$/, '.js'),
+      loader: 'js',
+    },
+    outfile: file,
+    // a package's import() of a builtin (node:http in one of them) becomes require(): the vm.Script has no import()
+    supported: { 'dynamic-import': false },
+    plugins: [onlyFastPath(outDir, keep, left), restPackages],
+  }), file);
+  const cache = cacheOf(readFileSync(file, 'utf8'), file);
+  if (cache) writeFileSync(`${file}${CACHE_SUFFIX}`, cache);
+  else log(`CLI bundle ${name}: this node refused its own code cache; it is compiled when a command needs it`);
+  return { file, bytes: out.bytes, modules: Object.keys(out.inputs).length, cacheBytes: cache?.length ?? 0, keys: entries };
+}
+
+export async function bundleCli(log: (line: string) => void = () => undefined): Promise<BundleReport> {
+  statSync(ENTRY); // tsc first
+  const outDir = dirname(OUT);
+  const left = new Set<string>();
+  const main = checked('CLI bundle', await build({ ...COMMON, entryPoints: [ENTRY], outfile: OUT, plugins: [onlyFastPath(outDir, inFastPath, left), packagesButSqlite] }), OUT);
   const cache = codeCache(readFileSync(OUT, 'utf8'), OUT);
-  if (cache) writeFileSync(join(dirname(OUT), BUNDLE_CACHE), cache);
+  if (cache) writeFileSync(join(outDir, BUNDLE_CACHE), cache);
   else log(`CLI bundle: this node refused its own code cache; ${BUNDLE} is compiled at every start`);
+
+  // What the CLI bundle leaves to __nodeSvcImport: `./program.js` with the admin commands (every function in the code
+  // cache: they are small), then what those leave: the daemon, dev and receipts commands (hono, the API, the rails,
+  // viem: only the eagerly compiled top level in its cache, as a whole one costs more to read than it saves).
+  const ofBundle = (keys: Set<string>) => [...keys].filter((k) => inBundles(resolve(outDir, k))).sort();
+  const more: BundleFigures[] = [];
+  const fromRest = new Set<string>();
+  more.push(await moreBundle(REST, ofBundle(left), (t) => inBundles(t) && !HEAVY.has(t), fromRest, codeCache, log));
+  more.push(await moreBundle(DAEMON_BUNDLE, ofBundle(fromRest), inBundles, new Set(), topLevelCodeCache, log));
 
   const loader = await build({
     stdin: { contents: 'import { start } from "./start.js";\nstart(__dirname);\n', resolveDir: dirname(LOADER), sourcefile: 'node-svc.js', loader: 'js' },
@@ -141,12 +220,16 @@ export async function bundleCli(log: (line: string) => void = () => undefined): 
     logLevel: 'silent',
   });
   if (loader.warnings.length) throw new Error(`CLI loader: ${loader.warnings.map((w) => w.text).join('; ')}`);
-  return { out: OUT, bytes: out.bytes, modules: Object.keys(out.inputs).length, cacheBytes: cache?.length ?? 0 };
+  return {
+    out: OUT, bytes: main.bytes, modules: Object.keys(main.inputs).length, cacheBytes: cache?.length ?? 0,
+    more,
+  };
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
   bundleCli((line) => process.stderr.write(`${line}\n`)).then(
-    (r) => process.stdout.write(`${relative(process.cwd(), r.out)}: ${r.modules} modules, ${(r.bytes / 1024).toFixed(0)} kB, code cache ${(r.cacheBytes / 1024).toFixed(0)} kB\n`),
+    (r) => process.stdout.write([{ file: r.out, ...r }, ...r.more].map((b) =>
+      `${relative(process.cwd(), b.file)}: ${b.modules} modules, ${(b.bytes / 1024).toFixed(0)} kB, code cache ${(b.cacheBytes / 1024).toFixed(0)} kB`).join('; ') + '\n'),
     (err: unknown) => {
       process.stderr.write(`CLI bundle failed: ${err instanceof Error ? err.message : String(err)}\n`);
       process.exitCode = 1;

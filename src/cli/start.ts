@@ -10,7 +10,14 @@ import { Script } from 'node:vm';
 import { boundHeapGrowthForDaemon } from '../ops/heap.js';
 
 export const BUNDLE = 'bundle.cjs';
-export const BUNDLE_CACHE = 'bundle.cjs.cache';
+export const CACHE_SUFFIX = '.cache';
+export const BUNDLE_CACHE = `${BUNDLE}${CACHE_SUFFIX}`;
+/** What the CLI bundle leaves to `__nodeSvcImport`: program.js and the admin commands, packages inlined. */
+export const REST = 'rest.cjs';
+/** What rest.cjs leaves: the daemon, dev and receipts commands. */
+export const DAEMON_BUNDLE = 'daemon.cjs';
+/** Where `__nodeSvcImport` looks, in this order, before node's own import(). */
+const MORE = [REST, DAEMON_BUNDLE];
 
 /**
  * The CommonJS wrapper the bundle runs in, here and when the build makes its cache (the same source, byte for byte).
@@ -28,15 +35,46 @@ export function runCjs(
   return { exports: module.exports, rejected: !!cachedData && script.cachedDataRejected === true };
 }
 
+function readCache(file: string): Buffer | undefined {
+  try {
+    return readFileSync(file);
+  } catch {
+    return undefined; // none made (another build step): compiled without
+  }
+}
+
+type Modules = { modules: Record<string, (() => Promise<unknown>) | undefined> };
+
+/**
+ * The bundles' import(): a module of rest.cjs or daemon.cjs from there (each compiled on first use, with its code
+ * cache), anything else (the TUI, a package, a build without those bundles) by node's own import() from `dir`.
+ */
+export function bundleImporter(dir: string): (specifier: string) => Promise<unknown> {
+  const loaded = new Map<string, Modules | null>();
+  const load = (name: string): Modules | null => {
+    const file = join(dir, name);
+    let source: string;
+    try {
+      source = readFileSync(file, 'utf8');
+    } catch {
+      return null;
+    }
+    return runCjs(source, file, dir, readCache(`${file}${CACHE_SUFFIX}`), createRequire(file), importer).exports as Modules;
+  };
+  const importer = (specifier: string): Promise<unknown> => {
+    if (specifier.startsWith('.'))
+      for (const name of MORE) {
+        if (!loaded.has(name)) loaded.set(name, load(name));
+        const get = loaded.get(name)?.modules[specifier];
+        if (get) return get();
+      }
+    return import(specifier);
+  };
+  return importer;
+}
+
 export function start(dir: string): void {
   boundHeapGrowthForDaemon(); // before the bundle loads: its loading would grow the young generation first
   const file = join(dir, BUNDLE);
-  let cachedData: Buffer | undefined;
-  try {
-    cachedData = readFileSync(join(dir, BUNDLE_CACHE));
-  } catch {
-    // none made (another build step): compiled without
-  }
-  // This module's import() (a real module's, in the same directory as the bundle) for the bundle's.
-  runCjs(readFileSync(file, 'utf8'), file, dir, cachedData, createRequire(file), (specifier) => import(specifier));
+  runCjs(readFileSync(file, 'utf8'), file, dir, readCache(join(dir, BUNDLE_CACHE)), createRequire(file), bundleImporter(dir));
 }

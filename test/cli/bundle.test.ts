@@ -1,13 +1,13 @@
 // The CLI's verify bundle (src/build/cli-bundle.ts, bench/cli-start), as `npm run build` leaves it in dist/cli: the
 // code cache is one this node accepts, verify runs on the bundle alone (better-sqlite3's JavaScript bundled, the
 // installed one only for another addon), and errors of the modules other commands load are still ours.
-import { execFileSync } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isNodeSvcError, NodeSvcError } from '../../src/domain/errors.js';
-import { BUNDLE, BUNDLE_CACHE, wrapCjs } from '../../src/cli/start.js';
+import { BUNDLE, BUNDLE_CACHE, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../../src/cli/start.js';
 import { BIN, cliFor, json, REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
 
@@ -50,6 +50,52 @@ describe('dist/cli: the verify bundle', () => {
     expect(loaded()).toEqual(['bin/node-svc', 'dist/cli/node-svc.cjs', 'node_modules/better-sqlite3/build/Release/better_sqlite3.node']);
     const addon = join(REPO_ROOT, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
     expect(loaded({ NODE_SVC_SQLITE_ADDON: addon })).toContain('node_modules/better-sqlite3/lib/database.js');
+  });
+});
+
+/**
+ * The file: URLs of the ES modules node loads while running `args` (a module.register hook that writes each one it
+ * loads), and the run's stdout. `until` ends a long-running command (the daemon) once its stdout matches, with SIGTERM.
+ */
+async function esModulesLoaded(args: string[], until?: RegExp): Promise<{ urls: string[]; stdout: string }> {
+  const list = join(t.root, `esm-${Date.now()}.txt`);
+  const hooks = join(t.root, 'esm-hooks.mjs');
+  const register = join(t.root, 'esm-register.mjs');
+  writeFileSync(hooks, `import { appendFileSync } from 'node:fs';\nexport async function load(url, context, next) { appendFileSync(${JSON.stringify(list)}, url + '\\n'); return next(url, context); }\n`);
+  writeFileSync(register, `import { register } from 'node:module';\nregister(${JSON.stringify(`file://${hooks}`)});\n`);
+  writeFileSync(list, '');
+  const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_') && !k.startsWith('OTEL_')));
+  const child = spawn(process.execPath, ['--import', register, BIN, ...args], { env: base, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stopped = false;
+  child.stdout.setEncoding('utf8').on('data', (s: string) => {
+    stdout += s;
+    if (!stopped && until?.test(stdout)) stopped = child.kill('SIGTERM'); // once: a second SIGTERM ends a draining daemon
+  });
+  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
+  expect(code).toBe(0);
+  return { urls: readFileSync(list, 'utf8').split('\n').filter(Boolean), stdout };
+}
+
+describe('dist/cli: the bundles of the other commands', () => {
+  it('rest.cjs (every function) and daemon.cjs (the top level) have code caches this node accepts', () => {
+    for (const [name, everyFunction] of [[REST, true], [DAEMON_BUNDLE, false]] as const) {
+      const source = readFileSync(join(CLI_DIR, name), 'utf8');
+      const cachedData = readFileSync(join(CLI_DIR, `${name}${CACHE_SUFFIX}`));
+      expect(new Script(wrapCjs(source), { filename: name, cachedData }).cachedDataRejected, name).toBe(false);
+      if (everyFunction) expect(cachedData.length).toBeGreaterThan(source.length);
+    }
+  });
+
+  it('an admin command and a daemon start load no ES module of ours or of a package (all from the bundles)', async () => {
+    // (with --import, node hands the CommonJS main, bin/node-svc, to the hooks too)
+    const ours = (urls: string[]) => urls.filter((u) => u.startsWith(`file://${join(REPO_ROOT, 'dist')}/`) || u.startsWith(`file://${join(REPO_ROOT, 'node_modules')}/`));
+    const list = await esModulesLoaded(['nodes', 'list', '--data-dir', t.dataDir]);
+    expect(json<{ data: { id: string }[] }>(list.stdout).data.map((n) => n.id)).toEqual(['node-a']);
+    expect(ours(list.urls)).toEqual([]);
+    const daemon = await esModulesLoaded(['daemon', '--port', '0', '--host', '127.0.0.1', '--data-dir', t.dataDir], /listening on http/);
+    expect(daemon.stdout).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+/);
+    expect(ours(daemon.urls)).toEqual([]);
   });
 });
 

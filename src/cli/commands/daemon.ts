@@ -79,8 +79,9 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
       ...(f.alertWalletMin !== undefined ? { walletMinWei: BigInt(f.alertWalletMin) } : {}),
     },
   });
-  process.stdout.write(`listening on ${d.url}\n`);
-  await new Promise<void>((resolve) => {
+  // The signal handlers first: a supervisor may send SIGTERM the moment it reads the line (without a handler, the
+  // signal's default action would end the process without draining).
+  const stopped = new Promise<void>((resolve) => {
     const stop = (signal: string) => {
       process.stdout.write(`${signal}: draining and stopping\n`);
       d.stop().then(resolve, resolve);
@@ -88,6 +89,8 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     process.once('SIGTERM', () => stop('SIGTERM'));
     process.once('SIGINT', () => stop('SIGINT'));
   });
+  process.stdout.write(`listening on ${d.url}\n`);
+  await stopped;
   exitOnceStopped();
   return { data: undefined, human: '' };
 }

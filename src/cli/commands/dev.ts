@@ -29,6 +29,15 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
   const me = invokedAs();
   const { resolveStoreUrl } = await import('../../store/open.js');
   const sb = await startSandbox({ dataDir, store: resolveStoreUrl(g.store), mode, port, pace, quiet: !!o.quiet, out });
+  // The signal handlers before the banner: a supervisor may stop it the moment it reads the URL (as daemon.ts).
+  const stopped = new Promise<void>((resolveStop) => {
+    const stop = () => {
+      out('stopping the sandbox…');
+      sb.stop().then(resolveStop, resolveStop);
+    };
+    process.once('SIGINT', stop);
+    process.once('SIGTERM', stop);
+  });
   // One write: a reader (a test, a script) that has seen the token line also has the "try" lines.
   out([
     '',
@@ -47,14 +56,7 @@ export async function dev(g: GlobalOptions, o: { port: string; pace: string; qui
     'Ctrl-C stops everything; a second `npm start` picks up where this one left off.',
     '',
   ].join('\n'));
-  await new Promise<void>((resolveStop) => {
-    const stop = () => {
-      out('stopping the sandbox…');
-      sb.stop().then(resolveStop, resolveStop);
-    };
-    process.once('SIGINT', stop);
-    process.once('SIGTERM', stop);
-  });
+  await stopped;
   exitOnceStopped();
   return { data: undefined, human: '' };
 }
