@@ -6,12 +6,13 @@
 //      two of them beside two other files on two cores were seen to shift a settlement's rebroadcast timing
 //      (escrow-funding's stalled-miner case, before the nonce fix of escrow-nonces).
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
-// Two phases: pass 1 beside pass 2, then pass 3 beside pass 4 (the chain-timing files beside the suites of their store:
-// the suites are CPU-bound on two cores, the chain-timing files mostly wait on the miner). Measured here on 2026-11-27:
-// 408 + 312 s, against 353 + 274 + 151 s for 1, then 3, then 2 beside 4 (the order before). Each pass's output is kept
-// and printed whole when it ends, never interleaved. NODE_SVC_TEST_PHASES spells out any other order ("1,3,2+4": phases
-// one after another separated by commas, passes side by side joined by +); NODE_SVC_TEST_SIDE_BY_SIDE=1 is "1+3,2+4"
-// (under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
+// Passes 1 and 3 run one after the other, then 2 and 4 side by side (the chain-timing files of both stores, each
+// store's one file at a time). Each pass's output is kept and printed whole when it ends, never interleaved.
+// NODE_SVC_TEST_PHASES spells out another order ("1,3,2+4" is this one: phases one after another separated by commas,
+// passes side by side joined by +). Measured on fresh clones here on 2026-11-27: this order 353 + 274 + 151 s (14 min
+// 57 s in all); "1+2,3+4" (each store's chain-timing files beside its suites) 408 + 312 s in one run, 417 + 353 s in
+// the next (15 min 7 s in all): no steady gain, the suites being CPU-bound on two cores. NODE_SVC_TEST_SIDE_BY_SIDE=1
+// is "1+3,2+4" (under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
 // NODE_SVC_TEST_SEQUENTIAL=1 runs the four one after another, printing as they go. Hooks and tests get 60 s
 // (a beforeAll that seeds a store and starts a daemon took over vitest's default 10 s under load).
 // `node test/run.mjs --pass 1` (or 2, 3, 4) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
@@ -65,13 +66,13 @@ function run(n, show) {
 
 const i = process.argv.indexOf('--pass');
 // NODE_SVC_TEST_PHASES: the order spelled out, phases one after another separated by commas, passes side by side
-// joined by + (the default is "1+2,3+4").
+// joined by + (the default is "1,3,2+4").
 const PHASES = process.env.NODE_SVC_TEST_PHASES;
 if (PHASES !== undefined && !/^[1-4](\+[1-4])*(,[1-4](\+[1-4])*)*$/.test(PHASES)) {
   console.error(`[npm test] NODE_SVC_TEST_PHASES="${PHASES}" is not a list of phases such as "1,3,2+4" (passes 1 to 4; + side by side, comma one after the other)`);
   process.exit(2);
 }
-const phases = i > 0 ? [[process.argv[i + 1]]] : PHASES ? PHASES.split(',').map((ph) => ph.split('+')) : SEQUENTIAL ? [['1'], ['2'], ['3'], ['4']] : SIDE_BY_SIDE ? [['1', '3'], ['2', '4']] : [['1', '2'], ['3', '4']];
+const phases = i > 0 ? [[process.argv[i + 1]]] : PHASES ? PHASES.split(',').map((ph) => ph.split('+')) : SEQUENTIAL ? [['1'], ['2'], ['3'], ['4']] : SIDE_BY_SIDE ? [['1', '3'], ['2', '4']] : [['1'], ['3'], ['2', '4']];
 const failed = [];
 for (const phase of phases) {
   const t0 = Date.now();

@@ -17,7 +17,7 @@ import {
   type ReadableSpan, type Sampler,
 } from '@opentelemetry/sdk-trace-base';
 import { ATTR_SERVICE_NAME, ATTR_SERVICE_VERSION } from '@opentelemetry/semantic-conventions';
-import { log } from '../log.js';
+import { log as defaultLog } from '../log.js';
 import { VERSION } from '../version.js';
 import type { EncodedAttributes } from './otlp-proto.js';
 import type { Attrs, AttrValue, Span, SpanKindName, SpanRef, StartOptions, Tracer, TracingConfig } from './tracing.js';
@@ -31,6 +31,11 @@ const hex2 = (n: number) => (n & 0xff).toString(16).padStart(2, '0');
 // encoder copies a span's ids as bytes and the hex strings are made only when something reads them (a traceparent
 // header, a link, a child's parent): one randomFillSync per 341 spans, no hex on the direct reads.
 const SLAB = 24 * 341;
+/**
+ * The daemon's logger, handed over by tracing.ts: this module is loaded by node apart from the CLI's bundles
+ * (src/build/cli-bundle.ts), so its own import of log.js is another copy, which the daemon's log level does not reach.
+ */
+let log: typeof defaultLog = defaultLog;
 let slab = randomFillSync(Buffer.allocUnsafe(SLAB));
 let slabAt = 0;
 const zero = (b: Buffer, at: number, n: number) => {
@@ -308,7 +313,8 @@ function routeDiagnostics(): void {
   diag.setLogger({ error: warn, warn, info: none, debug: none, verbose: none }, { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true });
 }
 
-export async function otelTracer(config: TracingConfig, env: NodeJS.ProcessEnv = process.env): Promise<Tracer> {
+export async function otelTracer(config: TracingConfig, env: NodeJS.ProcessEnv = process.env, logTo: typeof defaultLog = defaultLog): Promise<Tracer> {
+  log = logTo;
   routeDiagnostics();
   // service.name defaults to node-svc; OTEL_SERVICE_NAME and OTEL_RESOURCE_ATTRIBUTES win over it.
   const resource = defaultResource()

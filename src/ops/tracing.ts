@@ -5,6 +5,7 @@
 // voucher or signature.
 import { configError } from '../domain/errors.js';
 import { Lru } from '../lru.js';
+import { log } from '../log.js';
 
 export type AttrValue = string | number | boolean;
 export type Attrs = Record<string, AttrValue | undefined>;
@@ -105,7 +106,7 @@ export async function startTracing(env: NodeJS.ProcessEnv = process.env): Promis
   const config = tracingConfig(env);
   if (!config || tracer) return config;
   const { otelTracer } = await import('./otel.js');
-  tracer = await otelTracer(config, env);
+  tracer = await otelTracer(config, env, log); // this module's logger: otel.js may be another copy of log.js (the CLI's bundles)
   return config;
 }
 
