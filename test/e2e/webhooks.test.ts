@@ -250,9 +250,15 @@ describe('webhooks against the real daemon', () => {
     expect(verifyStandardSignature(s.secret, req!)).toBe(true);
     expect(verifyStandardSignature(s.secret, { ...req!, headers: { ...req!.headers, 'webhook-timestamp': String(ts + 1) } })).toBe(false);
 
-    // The same envelope is what GET /v1/events answers.
-    const page = await A.get(`/v1/events?type=budget.halted&limit=500`);
-    expect(page.body.data.find((e: { id: string }) => e.id === evt)).toEqual(env);
+    // The same envelope is what GET /v1/events answers. On PostgreSQL an event is listed once every transaction older
+    // than its own has ended (the watermark that keeps a cursor from skipping one that commits later; README, More than
+    // one machine): a write of another test file in flight on the run's shared server can hold it back a moment (one
+    // CI run read the page before it showed), so the page is read until the event is on it.
+    const listed = await eventually(async () => {
+      const page = await A.get(`/v1/events?type=budget.halted&limit=500`);
+      return page.body.data.find((e: { id: string }) => e.id === evt);
+    }, 'the event on a page of GET /v1/events');
+    expect(listed).toEqual(env);
 
     // Delivered once; recorded as delivered.
     const d = await eventually(async () => {
