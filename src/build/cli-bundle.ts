@@ -1,14 +1,13 @@
-// `npm run build` (after tsc): what bin/node-svc loads. `verify` in one CommonJS file, so its cold start resolves and
-// compiles one module instead of ~35 ES modules, and skips the ES module loader (bench/cli-start):
-//   dist/cli/bundle.cjs        the CLI, as below;
-//   dist/cli/bundle.cjs.cache  a V8 code cache of it with every function compiled (this node's; see codeCache());
-//   dist/cli/node-svc.cjs      src/cli/start.ts: compiles the bundle with that cache and runs it.
-// The bundle:
-//   - inlined: cli/main.js, everything it imports statically, and the modules of FAST_PATH (its one dynamic import);
-//   - better-sqlite3's JavaScript, for store/db.ts, through src/cli/module-shim.ts (which checks the installed version);
-//   - left to node at run time: packages (better-sqlite3's native addon among them), and every other dynamic import of
-//     ours (`./program.js`, the postgres store, `verify --remote`), which loads the ES modules tsc wrote beside it.
-// Those modules carry their own copies of what the bundle inlined: errors cross over by isNodeSvcError, not instanceof.
+// `npm run build` (after tsc): what bin/node-svc loads (README, "What bin/node-svc loads").
+//   dist/cli/bundle.cjs   cli/main.js, what it imports statically and FAST_PATH (`verify`), better-sqlite3's JavaScript
+//                         for store/db.ts through src/cli/module-shim.ts; packages left to node;
+//   dist/cli/rest.cjs     what bundle.cjs leaves to __nodeSvcImport: program.js, the admin commands, the PostgreSQL
+//                         store, packages inlined (but those restPackages names);
+//   dist/cli/daemon.cjs   what rest.cjs leaves: the daemon, dev and receipts commands (HEAVY);
+//   *.cache               a V8 code cache beside each (see codeCache());
+//   dist/cli/node-svc.cjs src/cli/start.ts: compiles bundle.cjs with its cache and runs it; its bundleImporter answers
+//                         __nodeSvcImport from rest.cjs, then daemon.cjs, each compiled on first use.
+// Left to node's own import(), outside every bundle: the TUI and ops/otel.js (OUTSIDE, below).
 import { build, type Plugin } from 'esbuild';
 import { readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire, isBuiltin } from 'node:module';
@@ -16,7 +15,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setFlagsFromString } from 'node:v8';
 import { Script } from 'node:vm';
-import { BUNDLE, BUNDLE_CACHE, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../cli/start.js';
+import { BUNDLE, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../cli/start.js';
 
 const DIST = resolve(fileURLToPath(new URL('..', import.meta.url))); // dist/build/cli-bundle.js → dist
 export const ENTRY = join(DIST, 'cli', 'main.js');
@@ -58,8 +57,10 @@ export function onlyFastPath(outDir: string, keep: (target: string) => boolean =
           if (keep(target)) return all;
           const rel = relative(outDir, target).split(sep).join('/');
           const key = rel.startsWith('.') ? rel : `./${rel}`;
-          left?.add(key);
           hits++;
+          // a module no bundle holds (the TUI, ops/otel.js): node's own import(), no bundle read for it
+          if (!inBundles(target)) return `__nodeSvcImport(${JSON.stringify(key)}, true)`;
+          left?.add(key);
           return `__nodeSvcImport(${JSON.stringify(key)})`;
         });
         return hits ? { contents, loader: 'js', resolveDir: dirname(a.path) } : undefined;
@@ -115,26 +116,28 @@ const restPackages: Plugin = {
 };
 
 /**
- * A code cache of `source` (wrapped as start.ts runs it) holding every function compiled, not only the top level V8
- * compiles eagerly: compiled with --no-lazy, serialized once the flag is back, so V8 accepts it in a normal run.
- * Checked here; undefined (and no cache written) if this node refuses it.
+ * A code cache of `source` (wrapped as start.ts runs it), checked here: undefined if this node refuses it. With
+ * `everyFunction`, every function compiled (with --no-lazy, serialized once the flag is back, so V8 accepts it in a
+ * normal run); without, only what V8 compiles eagerly (the top level).
  */
-export function codeCache(source: string, filename: string): Buffer | undefined {
-  setFlagsFromString('--no-lazy');
+export function codeCache(source: string, filename: string, everyFunction = true): Buffer | undefined {
+  if (everyFunction) setFlagsFromString('--no-lazy');
   let script: Script;
   try {
     script = new Script(wrapCjs(source), { filename });
   } finally {
-    setFlagsFromString('--lazy');
+    if (everyFunction) setFlagsFromString('--lazy');
   }
   const data = script.createCachedData();
   return new Script(wrapCjs(source), { filename, cachedData: data }).cachedDataRejected ? undefined : data;
 }
 
-/** A code cache of `source` (wrapped as start.ts runs it) with what V8 compiles eagerly; undefined if refused. */
-export function topLevelCodeCache(source: string, filename: string): Buffer | undefined {
-  const data = new Script(wrapCjs(source), { filename }).createCachedData();
-  return new Script(wrapCjs(source), { filename, cachedData: data }).cachedDataRejected ? undefined : data;
+/** The code cache of the bundle `file` beside it; `refused` logged when this node refuses its own cache. */
+function writeCodeCache(file: string, everyFunction: boolean, log: (line: string) => void, refused: string): number {
+  const cache = codeCache(readFileSync(file, 'utf8'), file, everyFunction);
+  if (cache) writeFileSync(`${file}${CACHE_SUFFIX}`, cache);
+  else log(refused);
+  return cache?.length ?? 0;
 }
 
 const COMMON = {
@@ -164,7 +167,7 @@ function checked(what: string, r: Built, file: string) {
   return out;
 }
 
-export interface BundleFigures { file: string; bytes: number; modules: number; cacheBytes: number; keys: string[] }
+export interface BundleFigures { file: string; bytes: number; modules: number; cacheBytes: number }
 export interface BundleReport { out: string; bytes: number; modules: number; cacheBytes: number; more: BundleFigures[] }
 
 /**
@@ -172,7 +175,7 @@ export interface BundleReport { out: string; bytes: number; modules: number; cac
  * as import() would have; its own dynamic imports of ours that `keep` refuses are left again (added to `left`).
  */
 async function moreBundle(
-  name: string, entries: string[], keep: (target: string) => boolean, left: Set<string>, cacheOf: typeof codeCache, log: (line: string) => void,
+  name: string, entries: string[], keep: (target: string) => boolean, left: Set<string>, everyFunction: boolean, log: (line: string) => void,
 ): Promise<BundleFigures> {
   const outDir = dirname(OUT);
   const file = join(outDir, name);
@@ -189,10 +192,8 @@ async function moreBundle(
     supported: { 'dynamic-import': false },
     plugins: [onlyFastPath(outDir, keep, left), restPackages],
   }), file);
-  const cache = cacheOf(readFileSync(file, 'utf8'), file);
-  if (cache) writeFileSync(`${file}${CACHE_SUFFIX}`, cache);
-  else log(`CLI bundle ${name}: this node refused its own code cache; it is compiled when a command needs it`);
-  return { file, bytes: out.bytes, modules: Object.keys(out.inputs).length, cacheBytes: cache?.length ?? 0, keys: entries };
+  const cacheBytes = writeCodeCache(file, everyFunction, log, `CLI bundle ${name}: this node refused its own code cache; it is compiled when a command needs it`);
+  return { file, bytes: out.bytes, modules: Object.keys(out.inputs).length, cacheBytes };
 }
 
 export async function bundleCli(log: (line: string) => void = () => undefined): Promise<BundleReport> {
@@ -200,18 +201,15 @@ export async function bundleCli(log: (line: string) => void = () => undefined): 
   const outDir = dirname(OUT);
   const left = new Set<string>();
   const main = checked('CLI bundle', await build({ ...COMMON, entryPoints: [ENTRY], outfile: OUT, plugins: [onlyFastPath(outDir, inFastPath, left), packagesButSqlite] }), OUT);
-  const cache = codeCache(readFileSync(OUT, 'utf8'), OUT);
-  if (cache) writeFileSync(join(outDir, BUNDLE_CACHE), cache);
-  else log(`CLI bundle: this node refused its own code cache; ${BUNDLE} is compiled at every start`);
+  const cacheBytes = writeCodeCache(OUT, true, log, `CLI bundle: this node refused its own code cache; ${BUNDLE} is compiled at every start`);
 
   // What the CLI bundle leaves to __nodeSvcImport: `./program.js` with the admin commands (every function in the code
   // cache: they are small), then what those leave: the daemon, dev and receipts commands (hono, the API, the rails,
   // viem: only the eagerly compiled top level in its cache, as a whole one costs more to read than it saves).
-  const ofBundle = (keys: Set<string>) => [...keys].filter((k) => inBundles(resolve(outDir, k))).sort();
   const more: BundleFigures[] = [];
   const fromRest = new Set<string>();
-  more.push(await moreBundle(REST, ofBundle(left), (t) => inBundles(t) && !HEAVY.has(t), fromRest, codeCache, log));
-  more.push(await moreBundle(DAEMON_BUNDLE, ofBundle(fromRest), inBundles, new Set(), topLevelCodeCache, log));
+  more.push(await moreBundle(REST, [...left].sort(), (t) => inBundles(t) && !HEAVY.has(t), fromRest, true, log));
+  more.push(await moreBundle(DAEMON_BUNDLE, [...fromRest].sort(), inBundles, new Set(), false, log));
 
   const loader = await build({
     stdin: { contents: 'import { start } from "./start.js";\nstart(__dirname);\n', resolveDir: dirname(LOADER), sourcefile: 'node-svc.js', loader: 'js' },
@@ -226,7 +224,7 @@ export async function bundleCli(log: (line: string) => void = () => undefined): 
   });
   if (loader.warnings.length) throw new Error(`CLI loader: ${loader.warnings.map((w) => w.text).join('; ')}`);
   return {
-    out: OUT, bytes: main.bytes, modules: Object.keys(main.inputs).length, cacheBytes: cache?.length ?? 0,
+    out: OUT, bytes: main.bytes, modules: Object.keys(main.inputs).length, cacheBytes,
     more,
   };
 }

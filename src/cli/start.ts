@@ -27,7 +27,7 @@ export const wrapCjs = (source: string): string => `(function (exports, require,
 
 /** Compile `source` as `filename` (with `cachedData` when there is one) and run it as a CommonJS module. */
 export function runCjs(
-  source: string, filename: string, dirname: string, cachedData: Uint8Array | undefined, require: NodeJS.Require, importer: (specifier: string) => Promise<unknown>,
+  source: string, filename: string, dirname: string, cachedData: Uint8Array | undefined, require: NodeJS.Require, importer: (specifier: string, byNode?: boolean) => Promise<unknown>,
 ): { exports: unknown; rejected: boolean } {
   const script = new Script(wrapCjs(source), { filename, ...(cachedData ? { cachedData } : {}) });
   const module = { exports: {} };
@@ -49,7 +49,7 @@ type Modules = { modules: Record<string, (() => Promise<unknown>) | undefined> }
  * The bundles' import(): a module of rest.cjs or daemon.cjs from there (each compiled on first use, with its code
  * cache), anything else (the TUI, a package, a build without those bundles) by node's own import() from `dir`.
  */
-export function bundleImporter(dir: string): (specifier: string) => Promise<unknown> {
+export function bundleImporter(dir: string): (specifier: string, byNode?: boolean) => Promise<unknown> {
   const loaded = new Map<string, Modules | null>();
   const load = (name: string): Modules | null => {
     const file = join(dir, name);
@@ -61,8 +61,9 @@ export function bundleImporter(dir: string): (specifier: string) => Promise<unkn
     }
     return runCjs(source, file, dir, readCache(`${file}${CACHE_SUFFIX}`), createRequire(file), importer).exports as Modules;
   };
-  const importer = (specifier: string): Promise<unknown> => {
-    if (specifier.startsWith('.'))
+  // `byNode`: the build marked the module as one no bundle holds (the TUI, ops/otel.js)
+  const importer = (specifier: string, byNode?: boolean): Promise<unknown> => {
+    if (!byNode && specifier.startsWith('.'))
       for (const name of MORE) {
         if (!loaded.has(name)) loaded.set(name, load(name));
         const get = loaded.get(name)?.modules[specifier];

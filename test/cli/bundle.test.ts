@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { Script } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isNodeSvcError, NodeSvcError } from '../../src/domain/errors.js';
-import { BUNDLE, BUNDLE_CACHE, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../../src/cli/start.js';
+import { BUNDLE, BUNDLE_CACHE, bundleImporter, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../../src/cli/start.js';
 import { BIN, cliFor, json, REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
 
@@ -96,6 +96,20 @@ describe('dist/cli: the bundles of the other commands', () => {
     const daemon = await esModulesLoaded(['daemon', '--port', '0', '--host', '127.0.0.1', '--data-dir', t.dataDir], /listening on http/);
     expect(daemon.stdout).toMatch(/listening on http:\/\/127\.0\.0\.1:\d+/);
     expect(ours(daemon.urls)).toEqual([]);
+  });
+});
+
+describe('__nodeSvcImport: which modules come from the bundles', () => {
+  it('the build marks the modules no bundle holds (the TUI, ops/otel.js), and those read no bundle', async () => {
+    const marked = (name: string) => [...readFileSync(join(CLI_DIR, name), 'utf8').matchAll(/__nodeSvcImport\("([^"]+)", true\)/g)].map((m) => m[1]);
+    expect(marked(REST)).toContain('../tui/watch.js');
+    expect(marked(DAEMON_BUNDLE)).toContain('../ops/otel.js');
+    for (const name of [BUNDLE, REST, DAEMON_BUNDLE]) for (const key of marked(name)) expect(key, name).toMatch(/^\.\.\/(tui\/|ops\/otel\.js$)/);
+    // a directory whose rest.cjs fails when read: a marked module never gets there, an unmarked one does
+    writeFileSync(join(t.root, REST), 'throw new Error("rest.cjs was read");\n');
+    const importer = bundleImporter(t.root);
+    expect(Object.keys((await importer('./output.js', true)) as object)).toContain('renderError');
+    expect(() => importer('./output.js')).toThrow(/rest\.cjs was read/);
   });
 });
 
