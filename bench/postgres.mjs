@@ -58,7 +58,7 @@
 //    ratios); the machine's CPU busy during each run < 70 % (/proc/stat deltas, 1 - idle/total, iowait as idle). Also
 //    printed: this run's own processes' share of the machine (the machine is shared: a neighbour's load shows in the
 //    first and not here), CPU ms per voucher or delivery, the proxy's own CPU, p50 voucher latency.
-// Env: BENCH_ROUNDS (5) of BENCH_SECONDS (2) for headroom and vouchers, BENCH_DELIVERY_ROUNDS (3) of BENCH_N (4000)
+// Env: BENCH_ROUNDS (5; 0: deliveries only) of BENCH_SECONDS (2) for headroom and vouchers, BENCH_DELIVERY_ROUNDS (3) of BENCH_N (4000)
 //      events, BENCH_HEADROOM_CONNECTIONS (32), BENCH_VOUCHER_CONNECTIONS (64); BENCH_PG_PARTS (all: compare, failover,
 //      control, ops, scale); BENCH_PG_CONTROL_ROUNDS (3) of BENCH_PG_CONTROL_SECONDS (BENCH_SECONDS); BENCH_PG_OPS (50),
 //      BENCH_PG_OPS_BURST (1000), BENCH_PG_OPS_LATENCY (20), BENCH_PG_OPS_DETAIL (0.05); BENCH_PG_RTT_MS (10),
@@ -497,10 +497,11 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
   const q = (runs, k) => median(runs.map((x) => x[k]));
   lines.push(`1. PostgreSQL / SQLite, one daemon each, no proxy: medians of ${ROUNDS} rounds (HTTP) and ${DELIVERY_ROUNDS} (deliveries)`);
   lines.push(`  ${''.padEnd(44)}${'SQLite'.padStart(10)}${'PostgreSQL'.padStart(12)}   ratio`);
-  lines.push(row(`GET headroom, ${HEADROOM_CONNECTIONS} keep-alive clients, ${SECONDS} s`, res.headroom, hr));
-  lines.push(row(`POST vouchers, ${VOUCHER_CONNECTIONS} clients (own stream each)`, res.vouchers, vr));
+  // BENCH_ROUNDS=0: deliveries only (a diagnosis run)
+  if (ROUNDS) lines.push(row(`GET headroom, ${HEADROOM_CONNECTIONS} keep-alive clients, ${SECONDS} s`, res.headroom, hr));
+  if (ROUNDS) lines.push(row(`POST vouchers, ${VOUCHER_CONNECTIONS} clients (own stream each)`, res.vouchers, vr));
   lines.push(row(`deliveries, ${fmt(N)} events, ${BATCH} writes at a time`, { SQLite: del.SQLite.map((rps) => ({ rps })), PostgreSQL: del.one.map((rps) => ({ rps })) }, dr));
-  lines.push(`    p50/p99 ms: headroom SQLite ${q(res.headroom.SQLite, 'p50')}/${q(res.headroom.SQLite, 'p99')}, PostgreSQL ${q(res.headroom.PostgreSQL, 'p50')}/${q(res.headroom.PostgreSQL, 'p99')}; vouchers SQLite ${q(res.vouchers.SQLite, 'p50')}/${q(res.vouchers.SQLite, 'p99')}, PostgreSQL ${q(res.vouchers.PostgreSQL, 'p50')}/${q(res.vouchers.PostgreSQL, 'p99')}`);
+  if (ROUNDS) lines.push(`    p50/p99 ms: headroom SQLite ${q(res.headroom.SQLite, 'p50')}/${q(res.headroom.SQLite, 'p99')}, PostgreSQL ${q(res.headroom.PostgreSQL, 'p50')}/${q(res.headroom.PostgreSQL, 'p99')}; vouchers SQLite ${q(res.vouchers.SQLite, 'p50')}/${q(res.vouchers.SQLite, 'p99')}, PostgreSQL ${q(res.vouchers.PostgreSQL, 'p50')}/${q(res.vouchers.PostgreSQL, 'p99')}`);
   lines.push(`    recording the events (while the worker delivers): SQLite ${fmt(median(del.recS))} events/s, PostgreSQL ${fmt(median(del.recP))} events/s`);
   if (sqlite.load.stale + pgOne.load.stale) lines.push(`    (vouchers answered 200 but not accepted: SQLite ${sqlite.load.stale}, PostgreSQL ${pgOne.load.stale}; none expected with one client per stream)`);
   if (sqlite.load.live + pgOne.load.live) lines.push(`    (the load generator signed ${sqlite.load.live} SQLite and ${pgOne.load.live} PostgreSQL vouchers during runs: its pool ran short)`);
@@ -508,9 +509,11 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
   lines.push(`  two daemons / one on one database: deliveries ${fmt(median(del.two))}/s vs ${fmt(median(del.one))}/s   ratio ${tr.toFixed(2)} (informational: 2 cores shared with the database; per round ${del.twoRatio.map(f2).join(', ')})`);
   lines.push(`  write cost per event on PostgreSQL (record + claim + send + attempt, 1 subscription, one daemon, ${fmt(N)} events):`);
   lines.push(`    WAL ${fmt(cost.wal)} B; write transactions ${cost.xacts.toFixed(3)} (durable group commits ${cost.commits.toFixed(3)}, the rest claims committed without waiting for the flush); rows inserted ${cost.rows.toFixed(2)}`);
-  results.push(
+  if (ROUNDS) results.push(
     result('GET headroom PostgreSQL / SQLite', hr, 'ratio', ['>=', RATIO_TARGET]),
     result('POST vouchers PostgreSQL / SQLite', vr, 'ratio', ['>=', RATIO_TARGET]),
+  );
+  results.push(
     result('deliveries/s PostgreSQL / SQLite', dr, 'ratio', ['>=', RATIO_TARGET]),
     result('deliveries/s two daemons / one (informational)', tr, 'ratio'),
     result('PostgreSQL WAL per event', cost.wal, 'B'),
