@@ -108,12 +108,12 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     ...(o.deliveryConcurrency ? { concurrency: o.deliveryConcurrency } : {}),
     ...(o.alerts?.failingAfter ? { alertFailingAfter: o.alerts.failingAfter } : {}),
   });
-  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? 1000) : undefined;
+  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? o.rail.policy.pollMs) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
   // Loaded only with an escrow rail that serves x402: it pulls in viem and the token's artifacts (bench/memory: a
   // daemon without a rail started 15 MB heavier with it imported at the top).
   const X402Facilitator = o.rail?.x402 ? (await import('./service/x402.js')).X402Facilitator : undefined;
-  const x402 = o.rail?.x402 && X402Facilitator ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.sender, { tickMs: o.settleTickMs ?? 1000, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
+  const x402 = o.rail?.x402 && X402Facilitator ? new X402Facilitator(store, o.rail.x402.exact, o.rail.x402.sender, { tickMs: o.settleTickMs ?? o.rail.policy.pollMs, stuckAfterMs: o.rail.policy.stuckAfterMs, ...(o.rail.x402.settleWaitMs !== undefined ? { settleWaitMs: o.rail.x402.settleWaitMs } : {}) }) : undefined;
   const deps: Deps = {
     ...(x402 ? { x402 } : {}),
     store,

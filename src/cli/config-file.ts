@@ -3,7 +3,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { configError } from '../domain/errors.js';
-import { parseDuration } from '../domain/duration.js';
+import { parseDuration, parseSettlePoll } from '../domain/duration.js';
 import { parseSchedule } from '../delivery/schedule.js';
 import { parseCidrs } from '../delivery/target.js';
 
@@ -11,7 +11,7 @@ type Kind = 'string' | 'integer' | 'list';
 export const CONFIG_KEYS: Record<string, Kind> = {
   host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer', retention: 'string',
   webhookAllow: 'list', webhookDeny: 'list', maxSubscriptions: 'integer', maxRedeliveries: 'integer', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
-  contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', x402SettleWait: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string',
+  contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', x402SettleWait: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string', settlePoll: 'string',
   cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string',
   alertFailingAfter: 'integer', alertWalletMin: 'string',
 };
@@ -26,6 +26,7 @@ const VALUE_CHECKS: Record<string, (v: string) => string | undefined> = {
   webhookAllow: (v) => { const r = parseCidrs(v); return typeof r === 'string' ? r : undefined; },
   webhookDeny: (v) => { const r = parseCidrs(v); return typeof r === 'string' ? r : undefined; },
   settleInterval: (v) => (parseDuration(v) === undefined ? 'must be a duration such as 60s, 15m or 1h' : undefined),
+  settlePoll: (v) => (parseSettlePoll(v) === undefined ? 'must be a duration from 100ms to 60s, such as 250ms or 1s' : undefined),
   rpcUrl: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
   cardApi: (v) => (/^https?:\/\/[^\s]+$/.test(v) ? undefined : 'must be an http(s) URL'),
   deliveryTimeout: (v) => (Number(v) >= 1 ? undefined : 'must be from 1 to 300'),

@@ -161,6 +161,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--confirmations <n>', 'escrow: blocks deep for final (default 2 in sandbox; 0 uses the finalized block)').env('NODE_SVC_CONFIRMATIONS'))
     .addOption(new Option('--settle-threshold <micro>', 'settle when this much is unsettled (default 1000000)').env('NODE_SVC_SETTLE_THRESHOLD'))
     .addOption(new Option('--settle-interval <duration>', 'settle when the oldest unsettled voucher is this old (default 60s)').env('NODE_SVC_SETTLE_INTERVAL'))
+    .addOption(new Option('--settle-poll <duration>', 'how often the settler (and x402\'s tracker) checks the rail when nothing woke it: sent transactions, confirmations, captures, funding (default 1s; 100ms to 60s)').env('NODE_SVC_SETTLE_POLL'))
     .addOption(new Option('--settle-stuck-after <duration>', 'a settlement (or x402 transfer) sent but not mined (captured) this long is stuck: warning log, metric, /healthz degraded (default 60s)').env('NODE_SVC_SETTLE_STUCK_AFTER'))
     .addOption(new Option('--alert-failing-after <n>', 'raise endpoint.failing after this many consecutive failed attempts to one subscription (default 3)').env('NODE_SVC_ALERT_FAILING_AFTER'))
     .addOption(new Option('--alert-wallet-min <wei>', 'escrow: raise wallet.low when the wallet holds less gas than this (wei; default 10000000000000000, 0.01 ETH)').env('NODE_SVC_ALERT_WALLET_MIN'))

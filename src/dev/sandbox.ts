@@ -132,7 +132,7 @@ async function escrowRail(dataDir: string, st: SandboxState): Promise<RailSandbo
   const walletFile = join(dataDir, 'wallet.key');
   writeFileSync(walletFile, chain.operator.key, { mode: 0o600 });
   return {
-    flags: { mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow, assetToken: chain.token, walletKeyFile: walletFile, confirmations: '2', rebroadcastAfter: '10s', settleStuckAfter: '30s', settleThreshold: '500000', settleInterval: '15s' },
+    flags: { mode: 'escrow', rail: 'sandbox', rpcUrl: chain.rpcUrl, chainId: String(chain.chainId), contract: chain.escrow, assetToken: chain.token, walletKeyFile: walletFile, confirmations: '2', rebroadcastAfter: '10s', settleStuckAfter: '30s', settleThreshold: '500000', settleInterval: '15s', settlePoll: '250ms' },
     payer: () => ({
       async open(id, cap, unit, budget) {
         const channel = await chain.openChannel({ id, payee: chain.operator.address, deposit: cap });
@@ -156,7 +156,7 @@ async function cardRail(dataDir: string): Promise<RailSandbox> {
   writeFileSync(keyFile, p.testKey, { mode: 0o600 });
   writeFileSync(secretFile, secret, { mode: 0o600 });
   return {
-    flags: { mode: 'card', rail: 'sandbox', cardApi: p.url, cardAccount: account, cardKeyFile: keyFile, cardWebhookSecretFile: secretFile, settleThreshold: '500000', settleInterval: '15s' },
+    flags: { mode: 'card', rail: 'sandbox', cardApi: p.url, cardAccount: account, cardKeyFile: keyFile, cardWebhookSecretFile: secretFile, settleThreshold: '500000', settleInterval: '15s', settlePoll: '250ms' },
     payer: (daemonUrl) => ({
       async open(id, cap, unit, budget) {
         const pi = p.createPaymentIntent({ amount: Number(cap / 10_000n), currency: 'usd', destination: account }) as { id: string };

@@ -6,3 +6,12 @@ export function parseDuration(text: string): number | undefined {
   if (!m) return undefined;
   return Number(m[1]) * UNIT_MS[m[2] ?? 's']!;
 }
+
+/**
+ * --settle-poll (config `settlePoll`): how often the settler checks the rail, from 100 ms to 60 s; undefined outside.
+ * Faster costs the rail a request per open transaction each time; slower delays every stage of a settlement.
+ */
+export function parseSettlePoll(text: string): number | undefined {
+  const ms = parseDuration(text);
+  return ms !== undefined && ms >= 100 && ms <= 60_000 ? ms : undefined;
+}

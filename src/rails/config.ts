@@ -2,7 +2,7 @@
 import { readFileSync } from 'node:fs';
 import type { Hex } from 'viem';
 import { configError } from '../domain/errors.js';
-import { parseDuration } from '../domain/duration.js';
+import { parseDuration, parseSettlePoll } from '../domain/duration.js';
 import { parseMicro } from '../domain/amount.js';
 import type { Rail, RailEnv } from './rail.js';
 import type { X402Exact } from './escrow/x402.js';
@@ -23,6 +23,7 @@ export interface RailFlags {
   confirmations?: string;
   settleThreshold?: string;
   settleInterval?: string;
+  settlePoll?: string;
   cardKeyFile?: string;
   cardAccount?: string;
   cardApi?: string;
@@ -56,6 +57,11 @@ export async function railFromFlags(f: RailFlags, env: NodeJS.ProcessEnv = proce
     const ms = parseDuration(f.settleInterval);
     if (ms === undefined) problems.push('--settle-interval must be a duration (e.g. 30s, 5m)');
     else policy.maxAgeMs = ms;
+  }
+  if (f.settlePoll !== undefined) {
+    const ms = parseSettlePoll(f.settlePoll);
+    if (ms === undefined) problems.push('--settle-poll must be a duration from 100ms to 60s (e.g. 250ms, 1s)');
+    else policy.pollMs = ms;
   }
   if (f.settleStuckAfter !== undefined) {
     const ms = parseDuration(f.settleStuckAfter);

@@ -29,9 +29,16 @@ export interface SettlementPolicy {
   onClose: boolean;
   /** A settlement sent but not mined (captured) for this long is stuck: rebroadcast / replaced, warned, counted. */
   stuckAfterMs: number;
+  /**
+   * How often the settler looks at the rail and the store when nothing woke it (ms, --settle-poll): sent transactions,
+   * confirmations, captures, funding reads, what the policy asks for. x402's tracker polls as often.
+   */
+  pollMs: number;
 }
 
 const MAX_SUBMITS_PER_TICK = 16;
+/** A failed settlement is retried after this × 2^failures at the soonest (and the poll interval, when slower). */
+const RETRY_BASE_MS = 1000;
 /** Funding reads per tick (each is one rail request): open streams are re-read round-robin, oldest reading first. */
 const MAX_FUNDING_READS_PER_TICK = 32;
 /** How long the rail may be unreadable before funding answers are refused with 503 instead of served from the last reading. */
@@ -51,7 +58,7 @@ export const DAEMON_ID = `${hostname()}:${process.pid}:${randomBytes(4).toString
 /** A fenced write refused: another daemon holds the settlement lease of this wallet. */
 export class LeaseLost extends Error {}
 
-export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true, stuckAfterMs: 60_000 };
+export const DEFAULT_POLICY: SettlementPolicy = { thresholdMicro: 1_000_000n, maxAgeMs: 60_000, onClose: true, stuckAfterMs: 60_000, pollMs: 1000 };
 
 /** The stream as a rail judges its funding. */
 export const fundingSubject = (row: StreamRow): FundingSubject => ({
@@ -380,7 +387,8 @@ export class Settler {
   #failed(nodeId: string, stream: string): void {
     const k = `${nodeId}\0${stream}`;
     const failures = (this.#backoff.get(k)?.failures ?? 0) + 1;
-    this.#backoff.set(k, { failures, nextAt: this.now() + Math.min(this.tickMs * 2 ** failures, 300_000) });
+    // From 2 s, doubling, whatever --settle-poll is: a faster poll sees the rail sooner, it does not retry a refusal sooner.
+    this.#backoff.set(k, { failures, nextAt: this.now() + Math.min(Math.max(this.tickMs, RETRY_BASE_MS) * 2 ** failures, 300_000) });
   }
 
   async #submit(row: StreamRow, amount: bigint): Promise<void> {

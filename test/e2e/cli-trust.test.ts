@@ -112,11 +112,12 @@ describe('expected conditions are named, never an internal error', () => {
   it('bad config.json values are listed together, naming config.json and each key', async () => {
     const d = join(t.root, 'cfg');
     mkdirSync(d, { recursive: true });
-    writeFileSync(join(d, 'config.json'), JSON.stringify({ retrySchedule: 'soon', webhookDeny: '10.0.0.0/99', settleInterval: 'later', port: 8787 }));
+    writeFileSync(join(d, 'config.json'), JSON.stringify({ retrySchedule: 'soon', webhookDeny: '10.0.0.0/99', settleInterval: 'later', settlePoll: '10ms', port: 8787 }));
     const r = await runCli(['daemon', '--data-dir', d]);
     expect(r.code).toBe(4);
     const msg = json(r.stderr).error.message as string;
-    expect(msg).toMatch(/config\.json has 3 problem\(s\)/);
+    expect(msg).toMatch(/config\.json has 4 problem\(s\)/);
+    expect(msg).toMatch(/"settlePoll": must be a duration from 100ms to 60s/);
     expect(msg).toMatch(/"retrySchedule": must be a list of whole seconds/);
     expect(msg).toMatch(/"webhookDeny": /);
     expect(msg).toMatch(/"settleInterval": must be a duration/);

@@ -402,8 +402,9 @@ describe('escrow config refusals (exit 4, the problem named, the key never echoe
   });
 
   it('every problem of the flags at once', async () => {
-    const r = await refuse({ '--contract': undefined, '--rpc-url': undefined, '--confirmations': 'lots' }, /--rpc-url is required/);
+    const r = await refuse({ '--contract': undefined, '--rpc-url': undefined, '--confirmations': 'lots', '--settle-poll': '2m' }, /--rpc-url is required/);
     expect(r.stderr).toMatch(/--contract is required/);
     expect(r.stderr).toMatch(/--confirmations must be an integer/);
+    expect(r.stderr).toMatch(/--settle-poll must be a duration from 100ms to 60s/);
   });
 });

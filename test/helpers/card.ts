@@ -37,7 +37,7 @@ export async function writeSecretFile(dir: string, name: string, value: string):
 export function cardFlags(p: LocalProcessor, files: { key: string; webhookSecret?: string }, account: string, over: Record<string, string | undefined> = {}): string[] {
   const flags: Record<string, string | undefined> = {
     '--mode': 'card', '--rail': 'sandbox', '--card-key-file': files.key, '--card-account': account, '--card-api': p.url,
-    '--card-webhook-secret-file': files.webhookSecret, '--settle-threshold': '1', ...over,
+    '--card-webhook-secret-file': files.webhookSecret, '--settle-threshold': '1', '--settle-poll': '200ms', ...over,
   };
   return Object.entries(flags).flatMap(([k, v]) => (v === undefined ? [] : [k, v]));
 }
