@@ -42,12 +42,14 @@ async function pgCtl(args: string[]): Promise<void> {
  * on the same directory, port and settings. Resolves once it accepts connections again, with the times it went
  * down and came back (ms since the epoch).
  */
-export async function outage(port: number, downMs: number): Promise<{ downAt: number; upAt: number }> {
+export async function outage(port: number, downMs: number): Promise<{ stoppingAt: number; downAt: number; upAt: number }> {
+  // The server refuses new work from when the fast stop begins: under load `pg_ctl stop` took over a second to return.
+  const stoppingAt = Date.now();
   const start = await stopServer(port);
   const downAt = Date.now();
   await new Promise((r) => setTimeout(r, downMs));
   await start();
-  return { downAt, upAt: Date.now() };
+  return { stoppingAt, downAt, upAt: Date.now() };
 }
 
 /** Stop the server on `port` (fast); resolves with the function that starts it again as it was (resolving once it accepts connections). */
