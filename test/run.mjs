@@ -6,12 +6,13 @@
 //      two of them beside two other files on two cores were seen to shift a settlement's rebroadcast timing
 //      (escrow-funding's stalled-miner case, before the nonce fix of escrow-nonces).
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
-// Passes 1 and 3 run one after the other, then 2 and 4 side by side (the chain-timing files of both stores, each
-// store's one file at a time). Each pass's output is kept and printed whole when it ends, never interleaved.
-// NODE_SVC_TEST_PHASES spells out another order ("1,3,2+4" is this one: phases one after another separated by commas,
-// passes side by side joined by +). Measured on fresh clones here on 2026-11-27: this order 353 + 274 + 151 s (14 min
-// 57 s in all); "1+2,3+4" (each store's chain-timing files beside its suites) 408 + 312 s in one run, 417 + 353 s in
-// the next (15 min 7 s in all): no steady gain, the suites being CPU-bound on two cores. NODE_SVC_TEST_SIDE_BY_SIDE=1
+// Each store's suites run beside the other store's chain-timing files, one file at a time: passes 1 and 4 side by side,
+// then 3 and 2 ("1+4,3+2"). The chain files mostly wait on a miner or a timer, so they fill the cores the suites leave.
+// Each pass's output is kept and printed whole when it ends, never interleaved. NODE_SVC_TEST_PHASES spells out another
+// order (phases one after another separated by commas, passes side by side joined by +). Measured on fresh clones
+// here: on 2026-11-27 "1,3,2+4" 353 + 274 + 151 s and "1+2,3+4" 408 + 312 s then 417 + 353 s; on 2026-11-28, with the
+// rails polled every 200 ms in the tests (--settle-poll), "1,3,2+4" 334 + 254 + 145 s (733 s) and "1+4,3+2" 392 + 289 s
+// (681 s), both passing. NODE_SVC_TEST_SIDE_BY_SIDE=1
 // is "1+3,2+4" (under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
 // NODE_SVC_TEST_SEQUENTIAL=1 runs the four one after another, printing as they go. Hooks and tests get 60 s
 // (a beforeAll that seeds a store and starts a daemon took over vitest's default 10 s under load).
@@ -66,13 +67,13 @@ function run(n, show) {
 
 const i = process.argv.indexOf('--pass');
 // NODE_SVC_TEST_PHASES: the order spelled out, phases one after another separated by commas, passes side by side
-// joined by + (the default is "1,3,2+4").
+// joined by + (the default is "1+4,3+2").
 const PHASES = process.env.NODE_SVC_TEST_PHASES;
 if (PHASES !== undefined && !/^[1-4](\+[1-4])*(,[1-4](\+[1-4])*)*$/.test(PHASES)) {
   console.error(`[npm test] NODE_SVC_TEST_PHASES="${PHASES}" is not a list of phases such as "1,3,2+4" (passes 1 to 4; + side by side, comma one after the other)`);
   process.exit(2);
 }
-const phases = i > 0 ? [[process.argv[i + 1]]] : PHASES ? PHASES.split(',').map((ph) => ph.split('+')) : SEQUENTIAL ? [['1'], ['2'], ['3'], ['4']] : SIDE_BY_SIDE ? [['1', '3'], ['2', '4']] : [['1'], ['3'], ['2', '4']];
+const phases = i > 0 ? [[process.argv[i + 1]]] : PHASES ? PHASES.split(',').map((ph) => ph.split('+')) : SEQUENTIAL ? [['1'], ['2'], ['3'], ['4']] : SIDE_BY_SIDE ? [['1', '3'], ['2', '4']] : [['1', '4'], ['3', '2']];
 const failed = [];
 for (const phase of phases) {
   const t0 = Date.now();
