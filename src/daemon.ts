@@ -108,7 +108,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     ...(o.deliveryConcurrency ? { concurrency: o.deliveryConcurrency } : {}),
     ...(o.alerts?.failingAfter ? { alertFailingAfter: o.alerts.failingAfter } : {}),
   });
-  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs ?? o.rail.policy.pollMs) : undefined;
+  const settler = o.rail ? new Settler(store, o.rail.rail, o.rail.policy, o.settleTickMs) : undefined;
   const keyRefresh: KeyRefreshState = { at: null, results: [] };
   // Loaded only with an escrow rail that serves x402: it pulls in viem and the token's artifacts (bench/memory: a
   // daemon without a rail started 15 MB heavier with it imported at the top).

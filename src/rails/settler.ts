@@ -90,7 +90,7 @@ export class Settler {
     private readonly store: Store,
     private readonly rail: Rail,
     private readonly policy: SettlementPolicy = DEFAULT_POLICY,
-    private readonly tickMs = 1000,
+    private readonly tickMs = policy.pollMs,
     private readonly now: () => number = Date.now,
   ) {
     rail.attach?.({ store, wake: () => this.wake(), settlementWrite: (fn) => this.#fenced(fn) }); // before any route of the rail can be called

@@ -4,24 +4,16 @@ import { parseDuration, parseSettlePoll } from '../../src/domain/duration.js';
 
 describe('parseDuration', () => {
   it('reads ms, s, m, h, d and plain seconds; anything else is undefined', () => {
-    expect(parseDuration('250ms')).toBe(250);
-    expect(parseDuration('90s')).toBe(90_000);
-    expect(parseDuration('15m')).toBe(900_000);
-    expect(parseDuration('24h')).toBe(86_400_000);
-    expect(parseDuration('7d')).toBe(604_800_000);
-    expect(parseDuration('30')).toBe(30_000);
-    expect(parseDuration(' 5s ')).toBe(5000);
+    const read: Array<[string, number]> = [['250ms', 250], ['90s', 90_000], ['15m', 900_000], ['24h', 86_400_000], ['7d', 604_800_000], ['30', 30_000], [' 5s ', 5000]];
+    for (const [text, ms] of read) expect(parseDuration(text), text).toBe(ms);
     for (const bad of ['', 's', '1.5s', '-1s', '1 s', '1w', '10sec', '1e3', '1234567890s']) expect(parseDuration(bad), bad).toBeUndefined();
   });
 });
 
 describe('parseSettlePoll (--settle-poll, config settlePoll)', () => {
   it('takes 100ms to 60s', () => {
-    expect(parseSettlePoll('100ms')).toBe(100);
-    expect(parseSettlePoll('200ms')).toBe(200);
-    expect(parseSettlePoll('1s')).toBe(1000);
-    expect(parseSettlePoll('60s')).toBe(60_000);
-    expect(parseSettlePoll('1m')).toBe(60_000);
+    const read: Array<[string, number]> = [['100ms', 100], ['200ms', 200], ['1s', 1000], ['60s', 60_000], ['1m', 60_000]];
+    for (const [text, ms] of read) expect(parseSettlePoll(text), text).toBe(ms);
   });
   it('refuses what is outside the range or not a duration', () => {
     for (const bad of ['99ms', '0', '0s', '61s', '2m', '1h', 'soon', '']) expect(parseSettlePoll(bad), bad).toBeUndefined();
