@@ -30,10 +30,7 @@ async function open(deposit = 1_000n) {
 const settle = (channel: Hex, amount: bigint, signature: Hex, key: Hex = chain.operator.key) => escrowCall(chain, key, 'settle', [channel, amount, signature]);
 const simulateSettle = (channel: Hex, amount: bigint, signature: Hex) =>
   chain.client.simulateContract({ address: chain.escrow, abi: ESCROW_ABI, functionName: 'settle', args: [channel, amount, signature], account: chain.operator.address });
-const timeTravel = async (seconds: number) => {
-  await chain.client.request({ method: 'evm_increaseTime' as never, params: [seconds] as never });
-  await chain.mine(1);
-};
+const timeTravel = (seconds: number) => chain.advanceTime(seconds);
 
 describe('escrow contract on the sandbox chain', () => {
   it('is deployed with the configured grace, the EIP-712 domain the vouchers use, and a 6-decimal token', async () => {

@@ -16,8 +16,14 @@ export interface SandboxChain {
   operator: { address: Hex; key: Hex };
   payer: { address: Hex; key: Hex };
   client: PublicClient;
-  /** Mine `n` empty blocks (ganache mines only on transactions unless a block time is set). */
+  /** Mine until the chain is `n` blocks further (ganache mines only on transactions unless a block time is set). */
   mine(n?: number): Promise<void>;
+  /**
+   * Move the chain's clock `seconds` forward and return once the latest block carries the new time. ganache's
+   * `evm_mine` returns without mining when its miner is busy with another sender's transaction (it only marks a block
+   * pending), so one `evm_mine` after `evm_increaseTime` can leave `latest` (and every eth_call) on the old time.
+   */
+  advanceTime(seconds: number): Promise<void>;
   /** Payer opens a channel to `payee` with `deposit` micro units; returns the channel id. */
   openChannel(opts: { id: string; payee: Hex; deposit: bigint; payerKey?: Hex }): Promise<Hex>;
   signVoucher(terms: EscrowTerms, cumulativeAmount: bigint, payerKey?: Hex): Promise<Hex>;
@@ -70,12 +76,28 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
     if (r.status !== 'success') throw new Error(`${functionName} reverted`);
     return r;
   };
+  const latest = () => client.getBlock({ blockTag: 'latest' });
+  // evm_mine until the latest block passes `done`; a call that found the miner busy mined nothing, so it is repeated.
+  const mineUntil = async (done: (b: { number: bigint; timestamp: bigint }) => boolean, what: string) => {
+    for (let i = 0; i < 200; i++) {
+      await client.request({ method: 'evm_mine' as never, params: [] as never });
+      if (done(await latest())) return;
+      if (i > 0) await new Promise((r) => setTimeout(r, 10));
+    }
+    throw new Error(`the sandbox chain did not reach ${what} after 200 evm_mine calls`);
+  };
   // The payer gets 1,000,000 test USD (micro units: 6 decimals).
   if (!reused) await send(operator.key, token, TOKEN_ABI, 'mint', [payer.address, 1_000_000_000_000n]);
   return {
     rpcUrl, chainId: SANDBOX_CHAIN_ID, escrow, token, operator, payer, client,
     async mine(n = 1) {
-      for (let i = 0; i < n; i++) await client.request({ method: 'evm_mine' as never, params: [] as never });
+      const target = (await latest()).number + BigInt(n);
+      await mineUntil((b) => b.number >= target, `block ${target}`);
+    },
+    async advanceTime(seconds) {
+      const target = (await latest()).timestamp + BigInt(seconds);
+      await client.request({ method: 'evm_increaseTime' as never, params: [seconds] as never });
+      await mineUntil((b) => b.timestamp >= target, `the time ${target}`);
     },
     async openChannel({ id, payee, deposit, payerKey = payer.key }) {
       const channel = keccak256(toHex(id));
