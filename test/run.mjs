@@ -43,6 +43,13 @@ const passes = {
   4: { args: [...SERIAL, '--maxWorkers=1'], env: PG, postgres: true },
 };
 
+/** vitest's lines naming a failed test or file (its summary's FAIL lines, else the × lines), without colours. */
+function failuresIn(text) {
+  const lines = text.replace(/\x1b\[[0-9;]*m/g, '').split('\n');
+  const fail = lines.filter((l) => /^\s*FAIL\s/.test(l));
+  return [...new Set(fail.length ? fail : lines.filter((l) => /^\s*×\s/.test(l)))].map((l) => l.trim()).slice(0, 40);
+}
+
 /** Pass n in its own vitest process; resolves with its exit status and seconds. `show`: print as it goes, else kept and printed at the end. */
 function run(n, show) {
   const p = passes[n];
@@ -51,16 +58,19 @@ function run(n, show) {
   if (p.postgres && !postgres()) return Promise.resolve({ n, status: 0, s: 0 });
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', ...p.args, '--testTimeout=60000', '--hookTimeout=60000'], {
-      stdio: show ? 'inherit' : ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(p.env ?? {}) },
+      stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...(p.env ?? {}) },
     });
     const out = [];
-    if (!show) for (const s of [child.stdout, child.stderr]) s.on('data', (b) => out.push(b));
+    for (const [s, to] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) s.on('data', (b) => {
+      out.push(b);
+      if (show) to.write(b);
+    });
     child.on('close', (code, signal) => {
       if (!show) process.stdout.write(Buffer.concat([Buffer.from(`\n[npm test] ---- pass ${n}'s output ----\n`), ...out]));
       const status = code ?? (signal ? 1 : 0);
       const s = Math.round((Date.now() - t0) / 1000);
       console.log(`[npm test] pass ${n}: ${status === 0 ? 'passed' : `FAILED (exit ${status}${signal ? `, ${signal}` : ''})`} in ${s} s`);
-      resolve({ n, status, s });
+      resolve({ n, status, s, failures: status === 0 ? [] : failuresIn(Buffer.concat(out).toString()) });
     });
   });
 }
@@ -79,8 +89,10 @@ for (const phase of phases) {
   const t0 = Date.now();
   if (phase.length > 1) console.log(`[npm test] passes ${phase.join(' and ')} side by side (their output follows each one's end)`);
   const done = await Promise.all(phase.map((n) => run(n, phase.length === 1)));
-  for (const d of done) if (d.status !== 0) failed.push(d.n);
+  for (const d of done) if (d.status !== 0) failed.push(d);
   if (phase.length > 1) console.log(`[npm test] passes ${phase.join(' and ')}: ${Math.round((Date.now() - t0) / 1000)} s`);
 }
-if (failed.length) console.log(`[npm test] failed passes: ${failed.join(', ')}`);
+// What failed, again at the very end (a CI log is often read from its tail, and a pass's output can be long).
+for (const d of failed) console.log(`[npm test] pass ${d.n} failed:${d.failures.length ? d.failures.map((l) => `\n  ${l}`).join('') : ' (no failed test named: see its output above)'}`);
+if (failed.length) console.log(`[npm test] failed passes: ${failed.map((d) => d.n).join(', ')}`);
 process.exit(failed.length ? 1 : 0);
