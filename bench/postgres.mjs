@@ -308,6 +308,10 @@ function ownCpu(postmaster) {
   }
   return new Map(procs.filter((x) => mine.has(x.pid)).map((x) => [x.pid, x.ticks]));
 }
+/** A process's parent (0 when it is gone). */
+function ppidOf(pid) {
+  try { const st = readFileSync(`/proc/${pid}/stat`, 'utf8'); return Number(st.slice(st.lastIndexOf(')') + 2).split(' ')[1]); } catch { return 0; }
+}
 /** Ticks used between two ownCpu() marks by the processes alive at the second (one that ended is missed, not negative). */
 const ticksBetween = (a, b) => { let t = 0; for (const [pid, n] of b) t += n - (a.get(pid) ?? 0); return t; };
 
@@ -602,7 +606,7 @@ async function partFailover({ pgOne, startPg, sqlValue, receiver }, lines, resul
 // ---------------------------------------------------------------------------------------------------------------
 // Part 3: control facts on PostgreSQL against SQLite, 1 and 8 concurrent clients, no proxy.
 
-async function partControl({ sqlite, pgOne, both }, lines, results) {
+async function partControl({ sqlite, pgOne, both, sqlValue }, lines, results) {
   let k = 0;
   // A revocation of a stream never seen: a jti claimed, a revocation row, an event (no subscription takes it).
   const make = () => { const id = `cf-${++k}`; return p.control({ jti: `j-${id}`, kind: 'stream.revoked', stream: id }); };
@@ -615,9 +619,22 @@ async function partControl({ sqlite, pgOne, both }, lines, results) {
       method: 'POST', path: '/v1/control', headers: { ...t.auth, 'content-type': 'application/json' },
       setupRequest: (req) => ({ ...req, body: JSON.stringify({ message: pool.pop() ?? (live++, make()) }) }),
     };
+    const c0 = cpuOfRun(t);
     const r = await cannon(`${t.name} control facts`, t.d.info.url, clients, request, seconds);
+    const c1 = cpuOfRun(t);
+    // CPU µs per fact: the daemon, the store (PostgreSQL's server processes; SQLite runs in the daemon) and the load generator (this process).
+    r.cpu = Object.fromEntries(Object.keys(c1).map((k) => [k, ((c1[k] - c0[k]) * (1e6 / CLK_TCK)) / Math.max(1, r.n)]));
     last.set(key, Math.max(last.get(key) ?? 0, r.rps));
     return r;
+  };
+  const backend = Number(await sqlValue('SELECT pg_backend_pid()::text'));
+  const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+  const ticksOf = (pid) => { try { const st = readFileSync(`/proc/${pid}/stat`, 'utf8'); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return Number(f[11]) + Number(f[12]); } catch { return 0; } };
+  const cpuOfRun = (t) => {
+    const own = ownCpu(postmaster);
+    let store = 0;
+    for (const [pid, n] of own) if (pid === postmaster || ppidOf(pid) === postmaster) store += n;
+    return { daemon: ticksOf(t.d.child.pid), postgres: store, load: ticksOf(process.pid) };
   };
   const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [] }]));
   for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
@@ -641,6 +658,8 @@ async function partControl({ sqlite, pgOne, both }, lines, results) {
     const ratio = median(res[c].ratio);
     lines.push(`  ${String(c).padEnd(10)}${fmt(median(res[c].SQLite.map((x) => x.rps))).padStart(8)}/s${fmt(pgRate(c)).padStart(10)}/s   ${ratio.toFixed(2).padStart(5)}${c === hi ? `  (target >= ${RATIO_TARGET}) ${ok(ratioHi >= RATIO_TARGET)}` : '          '}  ${median(res[c].SQLite.map((x) => x.p50))}/${median(res[c].PostgreSQL.map((x) => x.p50))}`);
   }
+  const cpuLine = (t, c) => { const xs = res[c][t]; const m = (k) => fmt(median(xs.map((x) => x.cpu[k]))); return `${t} daemon ${m('daemon')}${t === 'PostgreSQL' ? `, server ${m('postgres')}` : ''}, load generator ${m('load')}`; };
+  lines.push(`    CPU µs per fact at ${hi} clients (medians; /proc of each process): ${cpuLine('SQLite', hi)}; ${cpuLine('PostgreSQL', hi)}`);
   lines.push(`    PostgreSQL ${hi} clients / ${lo}: ${scaling.toFixed(2)} (target >= 1: more clients must not lower the rate) ${ok(scaling >= 1)}; per round ${perRound.map(f2).join(', ')}; ratios at ${hi} per round ${res[hi].ratio.map(f2).join(', ')}${live ? `; ${live} signed during runs (pool short)` : ''}`);
   results.push(
     result(`control facts/s PostgreSQL / SQLite, ${hi} clients`, ratioHi, 'ratio', ['>=', RATIO_TARGET]),

@@ -29,6 +29,8 @@ export interface DaemonOptions {
   dataDir: string;
   /** A PostgreSQL URL shared with other daemons; undefined: SQLite in the data dir (one daemon per data dir). */
   store?: string;
+  /** PostgreSQL store: write transactions at once (--store-pool; default 10). */
+  storePool?: number;
   host: string;
   port: number;
   rateLimit: number;
@@ -80,7 +82,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   boundHeapGrowth();
   // Before anything that makes spans; refuses the start on a bad OTEL_* variable. Loads nothing when tracing is off.
   await startTracing();
-  const store = await openStore({ dataDir: o.dataDir, store: o.store });
+  const store = await openStore({ dataDir: o.dataDir, store: o.store, ...(o.storePool ? { poolSize: o.storePool } : {}) });
   // SQLite: one daemon per data dir. PostgreSQL: any number of daemons share the database (leases, not a lock file).
   let unlock: () => void = () => undefined;
   try {

@@ -84,6 +84,18 @@ export function opsGauges(d: Deps): Gauge[] {
     { name: 'node_svc_checkpointed_micro', help: 'Money settled at least as far as checkpointed (final included), in micro units of the asset, by asset', read: perAsset((m) => m.checkpointedMicro) },
     { name: 'node_svc_final_micro', help: 'Money final (credit-safe), in micro units of the asset, by asset', read: perAsset((m) => m.finalMicro) },
     {
+      name: 'node_svc_store_commits_total',
+      help: 'Write transactions this daemon committed to its store since it started (each a durable commit)',
+      counter: true,
+      read: async () => d.store.stats.commits,
+    },
+    {
+      name: 'node_svc_store_writes_total',
+      help: 'Writes (requests\' and the worker\'s) in those commits: more than the commits when concurrent writes shared one (SQLite\'s write queue; PostgreSQL once --store-pool transactions are running)',
+      counter: true,
+      read: async () => d.store.stats.jobs,
+    },
+    {
       name: 'node_svc_store_up',
       help: 'Whether the store (SQLite or PostgreSQL) answers: 1 or 0',
       read: async () => ((await verdict()).checks.find((c) => c.name === 'store')?.status === 'ok' ? 1 : 0),

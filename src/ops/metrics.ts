@@ -75,6 +75,8 @@ export interface Gauge {
   name: string;
   help: string;
   read(): Promise<GaugeValue | Array<{ labels: Labels; value: GaugeValue }>>;
+  /** A count that only grows, read at scrape time (TYPE counter; its name ends in _total). Default: a gauge. */
+  counter?: boolean;
 }
 
 /**
@@ -85,7 +87,7 @@ export async function renderMetrics(gauges: Gauge[]): Promise<string> {
   const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render(), metrics.x402Verify.render(), metrics.x402Settle.render()];
   for (const g of gauges) {
     const v = await g.read().catch(() => []);
-    const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} gauge`];
+    const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} ${g.counter ? 'counter' : 'gauge'}`];
     if (typeof v === 'number' || typeof v === 'bigint') lines.push(`${g.name} ${v}`);
     else for (const x of v) lines.push(`${g.name}{${key(x.labels)}} ${x.value}`);
     parts.push(lines.join('\n'));

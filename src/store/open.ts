@@ -9,6 +9,8 @@ export interface StoreOptions {
   /** A postgres:// (or postgresql://) URL; undefined or "sqlite": the data dir's SQLite file. */
   store?: string;
   readonly?: boolean;
+  /** PostgreSQL: write transactions at once (--store-pool; default 10). */
+  poolSize?: number;
 }
 
 /** --store, else NODE_SVC_STORE (flag > environment; the daemon also reads config `store` between them and the default). */
@@ -30,5 +32,5 @@ export async function openStore(o: StoreOptions): Promise<Store> {
   // The data dir still holds the daemon's config.json (and the dev sandbox's files): there when the store is.
   if (!o.readonly) ensureDataDir(o.dataDir);
   const { openPostgresStore } = await import('./postgres.js');
-  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly });
+  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly, ...(o.poolSize ? { poolSize: o.poolSize } : {}) });
 }

@@ -28,7 +28,11 @@ export interface PostgresStoreOptions {
   dataDir: string;
   /** Refuse pending migrations and run every session read-only. */
   readonly?: boolean;
-  /** Connections in the pool (default 10), besides the one LISTEN connection. */
+  /**
+   * Write transactions at once, each on a connection of the pool (default 10; the daemon's --store-pool), besides the
+   * read and LISTEN connections. Writes that find them all running wait and then commit together in one transaction
+   * (#runBatch): one COMMIT and one WAL flush for the group.
+   */
   poolSize?: number;
 }
 
@@ -615,6 +619,8 @@ class PgStore implements PostgresStore {
         corkUntil(client, process.nextTick);
         const res = await client.query(config);
         client.release();
+        this.stats.commits++; // autocommit: a transaction of its own
+        this.stats.jobs++;
         return res;
       } catch (err) {
         client.release(closeAfter(err));

@@ -1,7 +1,7 @@
 import { configError, usageError } from '../../domain/errors.js';
 import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
-import { checkStoreUrl, resolveStoreUrl } from '../../store/open.js';
+import { checkStoreUrl, isPostgresUrl, resolveStoreUrl } from '../../store/open.js';
 import { readConfigFile } from '../config-file.js';
 import { LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
@@ -22,6 +22,7 @@ export interface DaemonFlags extends RailFlags {
   webhookDeny?: string;
   maxSubscriptions?: string;
   maxRedeliveries?: string;
+  storePool?: string;
   alertFailingAfter?: string;
   alertWalletMin?: string;
 }
@@ -62,9 +63,12 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   const store = resolveStoreUrl(g.store) ?? (file.store || undefined);
   const storeProblem = checkStoreUrl(store);
   if (storeProblem) throw usageError(storeProblem);
+  const storePool = f.storePool === undefined ? undefined : int('--store-pool', f.storePool, 1, 100);
+  if (storePool !== undefined && !(store && isPostgresUrl(store)))
+    throw usageError('--store-pool applies to a PostgreSQL store only (--store postgres://…); this daemon uses SQLite, whose writes always share one queue', 'remove --store-pool (NODE_SVC_STORE_POOL, config storePool), or name a PostgreSQL store');
   const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
   const d = await startDaemon({
-    dataDir, store, host: f.host, port, rateLimit: rate,
+    dataDir, store, host: f.host, port, rateLimit: rate, ...(storePool ? { storePool } : {}),
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
