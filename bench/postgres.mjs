@@ -30,6 +30,9 @@
 // 3. control — control facts/s (stream.revoked of a stream never seen, signed ahead), PostgreSQL and SQLite, no proxy,
 //    1 and 8 closed-loop clients (autocannon), BENCH_PG_CONTROL_ROUNDS rounds alternating the stores. Targets: at 8
 //    clients PostgreSQL / SQLite >= 0.5; PostgreSQL at 8 clients / at 1 >= 1 (more clients must not lower the rate).
+//    Also printed: CPU µs per fact of the daemon, PostgreSQL's processes and the load generator (/proc), and, for the
+//    record, the same on a daemon run with --store-pool 2 (README "More than one machine": fewer write transactions at
+//    once, so more facts per commit), measured in the same rounds.
 // 4. ops — round trips and statements per operation, counted by the proxy (no delay) in front of daemon A (and B):
 //    BENCH_PG_OPS sequential operations of each kind, the counters reset before and read after (and TRAIL_MS more for
 //    what the operations set off), divided by the count: an accepted voucher on a stream A billed last, one on a
@@ -214,7 +217,7 @@ async function main() {
   const pgUrl = await server.createDatabase('nsvc_bench');
   su = STATEMENTS ? await server.superuser('nsvc_bench') : undefined;
   if (su) await su.query('CREATE EXTENSION pg_stat_statements');
-  const pgDirs = Array.from({ length: 8 }, (_, i) => join(p.root, `pg-${i + 1}`));
+  const pgDirs = Array.from({ length: 9 }, (_, i) => join(p.root, `pg-${i + 1}`));
   for (const d of pgDirs) mkdirSync(d);
   // The URL (a secret) goes by environment, never on a command line.
   const pgCli = (...args) => execFileSync(process.execPath, [BIN, ...args, '--data-dir', pgDirs[0]], { env: { ...env, NODE_SVC_STORE: pgUrl }, encoding: 'utf8' });
@@ -606,7 +609,7 @@ async function partFailover({ pgOne, startPg, sqlValue, receiver }, lines, resul
 // ---------------------------------------------------------------------------------------------------------------
 // Part 3: control facts on PostgreSQL against SQLite, 1 and 8 concurrent clients, no proxy.
 
-async function partControl({ sqlite, pgOne, both, sqlValue }, lines, results) {
+async function partControl({ sqlite, pgOne, both, sqlValue, startPg, hookUrl }, lines, results) {
   let k = 0;
   // A revocation of a stream never seen: a jti claimed, a revocation row, an event (no subscription takes it).
   const make = () => { const id = `cf-${++k}`; return p.control({ jti: `j-${id}`, kind: 'stream.revoked', stream: id }); };
@@ -636,16 +639,23 @@ async function partControl({ sqlite, pgOne, both, sqlValue }, lines, results) {
     for (const [pid, n] of own) if (pid === postmaster || ppidOf(pid) === postmaster) store += n;
     return { daemon: ticksOf(t.d.child.pid), postgres: store, load: ticksOf(process.pid) };
   };
-  const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [] }]));
-  for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
+  // For the record (no target: the default is what is judged): the same on a daemon run with --store-pool 2, what the
+  // README suggests for a database sharing the daemon's cores, as here.
+  const pool2 = { name: 'PostgreSQL --store-pool 2', d: await startPg(8, undefined, { BENCH_STORE_POOL: '2' }), auth: pgOne.auth };
+  await post(pool2, '/v1/webhooks', { url: hookUrl, events: ['budget.halted'], description: 'bench/postgres --store-pool 2' }, 201);
+  const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [], pool2: [], ratio2: [] }]));
+  for (const t of [...both, pool2]) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
   live = 0;
   for (let r = 0; r < CONTROL_ROUNDS; r++) {
     for (const c of CONTROL_CLIENTS) {
       const a = await run(sqlite, c, CONTROL_SECONDS);
       const b = await run(pgOne, c, CONTROL_SECONDS);
+      const b2 = await run(pool2, c, CONTROL_SECONDS);
       res[c].SQLite.push(a); res[c].PostgreSQL.push(b); res[c].ratio.push(b.rps / a.rps);
+      res[c].pool2.push(b2); res[c].ratio2.push(b2.rps / a.rps);
     }
   }
+  await stopChild(pool2.d);
   trace('control facts done');
   const [lo, hi] = [CONTROL_CLIENTS[0], CONTROL_CLIENTS[CONTROL_CLIENTS.length - 1]];
   const pgRate = (c) => median(res[c].PostgreSQL.map((x) => x.rps));
@@ -658,12 +668,14 @@ async function partControl({ sqlite, pgOne, both, sqlValue }, lines, results) {
     const ratio = median(res[c].ratio);
     lines.push(`  ${String(c).padEnd(10)}${fmt(median(res[c].SQLite.map((x) => x.rps))).padStart(8)}/s${fmt(pgRate(c)).padStart(10)}/s   ${ratio.toFixed(2).padStart(5)}${c === hi ? `  (target >= ${RATIO_TARGET}) ${ok(ratioHi >= RATIO_TARGET)}` : '          '}  ${median(res[c].SQLite.map((x) => x.p50))}/${median(res[c].PostgreSQL.map((x) => x.p50))}`);
   }
-  const cpuLine = (t, c) => { const xs = res[c][t]; const m = (k) => fmt(median(xs.map((x) => x.cpu[k]))); return `${t} daemon ${m('daemon')}${t === 'PostgreSQL' ? `, server ${m('postgres')}` : ''}, load generator ${m('load')}`; };
-  lines.push(`    CPU µs per fact at ${hi} clients (medians; /proc of each process): ${cpuLine('SQLite', hi)}; ${cpuLine('PostgreSQL', hi)}`);
+  const cpuLine = (t, c, label = t) => { const xs = res[c][t]; const m = (k) => fmt(median(xs.map((x) => x.cpu[k]))); return `${label} daemon ${m('daemon')}${t !== 'SQLite' ? `, server ${m('postgres')}` : ''}, load generator ${m('load')}`; };
+  lines.push(`    CPU µs per fact at ${hi} clients (medians; /proc of each process): ${cpuLine('SQLite', hi)}; ${cpuLine('PostgreSQL', hi)}; ${cpuLine('pool2', hi, '--store-pool 2')}`);
+  lines.push(`    for the record, a daemon with --store-pool 2 (README: a database sharing the daemon's cores): ${CONTROL_CLIENTS.map((c) => `${c} clients ${fmt(median(res[c].pool2.map((x) => x.rps)))}/s, ${median(res[c].ratio2).toFixed(2)} of SQLite`).join('; ')}; per round at ${hi} ${res[hi].ratio2.map(f2).join(', ')}`);
   lines.push(`    PostgreSQL ${hi} clients / ${lo}: ${scaling.toFixed(2)} (target >= 1: more clients must not lower the rate) ${ok(scaling >= 1)}; per round ${perRound.map(f2).join(', ')}; ratios at ${hi} per round ${res[hi].ratio.map(f2).join(', ')}${live ? `; ${live} signed during runs (pool short)` : ''}`);
   results.push(
     result(`control facts/s PostgreSQL / SQLite, ${hi} clients`, ratioHi, 'ratio', ['>=', RATIO_TARGET]),
     result(`control facts/s PostgreSQL, ${hi} clients / ${lo}`, scaling, 'ratio', ['>=', 1]),
+    result(`control facts/s PostgreSQL --store-pool 2 / SQLite, ${hi} clients (informational)`, median(res[hi].ratio2), 'ratio'),
   );
 }
 

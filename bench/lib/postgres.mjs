@@ -56,6 +56,7 @@ async function daemonChild(dataDir) {
     dataDir, store: process.env.BENCH_STORE_URL || undefined, host: '127.0.0.1', port: 0, rateLimit: 0,
     deliveryTimeoutMs: DELIVERY_TIMEOUT_S * 1000,
     ...(process.env.BENCH_DELIVERY_CONCURRENCY ? { deliveryConcurrency: Number(process.env.BENCH_DELIVERY_CONCURRENCY) } : {}),
+    ...(process.env.BENCH_STORE_POOL ? { storePool: Number(process.env.BENCH_STORE_POOL) } : {}), // the daemon's --store-pool
     retrySchedule: [1, 1, 1, 1, 1], // a failed attempt (none expected: the receiver answers 204) must not stall a round
   });
   const store = d.deps.store;
