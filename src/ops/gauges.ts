@@ -85,7 +85,7 @@ export function opsGauges(d: Deps): Gauge[] {
     { name: 'node_svc_final_micro', help: 'Money final (credit-safe), in micro units of the asset, by asset', read: perAsset((m) => m.finalMicro) },
     {
       name: 'node_svc_store_commits_total',
-      help: 'Write transactions this daemon committed to its store since it started (each a durable commit)',
+      help: 'Write transactions this daemon committed through its store\'s group commit since it started (SQLite: its write queue; PostgreSQL: its write pool)',
       counter: true,
       read: async () => d.store.stats.commits,
     },
