@@ -32,7 +32,7 @@
 //    clients PostgreSQL / SQLite >= 0.5; PostgreSQL at 8 clients / at 1 >= 1 (more clients must not lower the rate).
 //    Also printed: CPU µs per fact of the daemon, PostgreSQL's processes and the load generator (/proc), and, for the
 //    record, the same on a daemon run with --store-pool 2 (README "More than one machine": fewer write transactions at
-//    once, so more facts per commit), measured in the same rounds.
+//    once, so more facts per commit), started for its part of each round and stopped after it.
 // 4. ops — round trips and statements per operation, counted by the proxy (no delay) in front of daemon A (and B):
 //    BENCH_PG_OPS sequential operations of each kind, the counters reset before and read after (and TRAIL_MS more for
 //    what the operations set off), divided by the count: an accepted voucher on a stream A billed last, one on a
@@ -609,7 +609,7 @@ async function partFailover({ pgOne, startPg, sqlValue, receiver }, lines, resul
 // ---------------------------------------------------------------------------------------------------------------
 // Part 3: control facts on PostgreSQL against SQLite, 1 and 8 concurrent clients, no proxy.
 
-async function partControl({ sqlite, pgOne, both, sqlValue, startPg, hookUrl }, lines, results) {
+async function partControl({ sqlite, pgOne, both, sqlValue, startPg }, lines, results) {
   let k = 0;
   // A revocation of a stream never seen: a jti claimed, a revocation row, an event (no subscription takes it).
   const make = () => { const id = `cf-${++k}`; return p.control({ jti: `j-${id}`, kind: 'stream.revoked', stream: id }); };
@@ -626,36 +626,38 @@ async function partControl({ sqlite, pgOne, both, sqlValue, startPg, hookUrl }, 
     const r = await cannon(`${t.name} control facts`, t.d.info.url, clients, request, seconds);
     const c1 = cpuOfRun(t);
     // CPU µs per fact: the daemon, the store (PostgreSQL's server processes; SQLite runs in the daemon) and the load generator (this process).
-    r.cpu = Object.fromEntries(Object.keys(c1).map((k) => [k, ((c1[k] - c0[k]) * (1e6 / CLK_TCK)) / Math.max(1, r.n)]));
+    const ticks = { daemon: c1.daemon - c0.daemon, postgres: ticksBetween(c0.postgres, c1.postgres), load: c1.load - c0.load };
+    r.cpu = Object.fromEntries(Object.entries(ticks).map(([k, n]) => [k, (n * (1e6 / CLK_TCK)) / Math.max(1, r.n)]));
     last.set(key, Math.max(last.get(key) ?? 0, r.rps));
     return r;
   };
   const backend = Number(await sqlValue('SELECT pg_backend_pid()::text'));
   const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
   const ticksOf = (pid) => { try { const st = readFileSync(`/proc/${pid}/stat`, 'utf8'); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return Number(f[11]) + Number(f[12]); } catch { return 0; } };
-  const cpuOfRun = (t) => {
-    const own = ownCpu(postmaster);
-    let store = 0;
-    for (const [pid, n] of own) if (pid === postmaster || ppidOf(pid) === postmaster) store += n;
-    return { daemon: ticksOf(t.d.child.pid), postgres: store, load: ticksOf(process.pid) };
-  };
-  // For the record (no target: the default is what is judged): the same on a daemon run with --store-pool 2, what the
-  // README suggests for a database sharing the daemon's cores, as here.
-  const pool2 = { name: 'PostgreSQL --store-pool 2', d: await startPg(8, undefined, { BENCH_STORE_POOL: '2' }), auth: pgOne.auth };
-  await post(pool2, '/v1/webhooks', { url: hookUrl, events: ['budget.halted'], description: 'bench/postgres --store-pool 2' }, 201);
+  // PostgreSQL's processes (the postmaster and its children) by pid: one that ends between two marks is missed, never
+  // counted negative (ticksBetween).
+  const pgTicks = () => new Map([...ownCpu(postmaster)].filter(([pid]) => pid === postmaster || ppidOf(pid) === postmaster));
+  const cpuOfRun = (t) => ({ daemon: ticksOf(t.d.child.pid), postgres: pgTicks(), load: ticksOf(process.pid) });
   const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [], pool2: [], ratio2: [] }]));
-  for (const t of [...both, pool2]) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
+  for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
   live = 0;
   for (let r = 0; r < CONTROL_ROUNDS; r++) {
     for (const c of CONTROL_CLIENTS) {
       const a = await run(sqlite, c, CONTROL_SECONDS);
       const b = await run(pgOne, c, CONTROL_SECONDS);
-      const b2 = await run(pool2, c, CONTROL_SECONDS);
       res[c].SQLite.push(a); res[c].PostgreSQL.push(b); res[c].ratio.push(b.rps / a.rps);
-      res[c].pool2.push(b2); res[c].ratio2.push(b2.rps / a.rps);
     }
+    // For the record (no target: the default is what is judged): the same on a daemon run with --store-pool 2, what the
+    // README suggests for a database sharing the daemon's cores, as here; against this round's SQLite figures. It runs
+    // only for its own measurement (started each round, warmed up, stopped), so it does no work during the others'.
+    const pool2 = { name: 'PostgreSQL --store-pool 2', d: await startPg(8, undefined, { BENCH_STORE_POOL: '2' }), auth: pgOne.auth };
+    for (const c of CONTROL_CLIENTS) await run(pool2, c, 1);
+    for (const c of CONTROL_CLIENTS) {
+      const b2 = await run(pool2, c, CONTROL_SECONDS);
+      res[c].pool2.push(b2); res[c].ratio2.push(b2.rps / res[c].SQLite[r].rps);
+    }
+    await stopChild(pool2.d);
   }
-  await stopChild(pool2.d);
   trace('control facts done');
   const [lo, hi] = [CONTROL_CLIENTS[0], CONTROL_CLIENTS[CONTROL_CLIENTS.length - 1]];
   const pgRate = (c) => median(res[c].PostgreSQL.map((x) => x.rps));

@@ -47,7 +47,8 @@ const passes = {
 function failuresIn(text) {
   const lines = text.replace(/\x1b\[[0-9;]*m/g, '').split('\n');
   const fail = lines.filter((l) => /^\s*FAIL\s/.test(l));
-  return [...new Set(fail.length ? fail : lines.filter((l) => /^\s*×\s/.test(l)))].map((l) => l.trim()).slice(0, 40);
+  const named = [...new Set(fail.length ? fail : lines.filter((l) => /^\s*×\s/.test(l)))].map((l) => l.trim());
+  return named.length > 40 ? [...named.slice(0, 40), `… and ${named.length - 40} more (above)`] : named;
 }
 
 /** Pass n in its own vitest process; resolves with its exit status and seconds. `show`: print as it goes, else kept and printed at the end. */

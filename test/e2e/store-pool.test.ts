@@ -8,7 +8,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, issuerKeyPair, nowSeconds, signCompact, type KeyPair } from '../helpers/issuer.js';
-import { readRows } from '../helpers/inspect.js';
+import { pgUrlOf, readRows } from '../helpers/inspect.js';
 import { testServerUrl } from '../helpers/postgres.js';
 import { metricValue } from '../helpers/prometheus.js';
 
@@ -74,6 +74,28 @@ describe(`concurrent writes share commits, counted on /metrics (${onPostgres ? '
     // Every fact is there once: the same 24 again are duplicates, nothing applied twice.
     const again = await Promise.all(facts.map((message) => A.post('/v1/control', { message })));
     for (const r of again) expect(r.body, r.text).toMatchObject({ applied: false, duplicate: true });
+  });
+});
+
+describe.runIf(onPostgres)('config.json {"store": <url>, "storePool": 2}, without the flag or the environment', () => {
+  let dir: TempDataDir;
+  let daemon: RunningDaemon | undefined;
+  afterAll(async () => {
+    await daemon?.stop();
+    await dir?.cleanup();
+  });
+
+  it('the daemon starts on that store with at most 2 write connections', async () => {
+    dir = await tempDataDir('node-svc-store-pool-config-');
+    const issuer = await issuerKeyPair();
+    const { tokenA } = await setupNodes(dir.dataDir, issuer);
+    await writeFile(join(dir.dataDir, 'config.json'), JSON.stringify({ store: pgUrlOf(dir.dataDir), storePool: 2 }));
+    daemon = await startDaemon(dir.dataDir, { env: { NODE_SVC_STORE: undefined } }); // the store comes from config.json only
+    const A = clientOf(daemon.url, tokenA);
+    const answers = await Promise.all(Array.from({ length: 24 }, () => A.post('/v1/control', { message: haltFact(issuer) })));
+    for (const r of answers) expect(r.body, r.text).toMatchObject({ applied: true });
+    const sessions = await readRows<{ n: string }>(dir.dataDir, "SELECT count(*)::text AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'node-svc'");
+    expect(Number(sessions[0]!.n)).toBeLessThanOrEqual(2 + 3 + 1);
   });
 });
 

@@ -77,20 +77,23 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
     return r;
   };
   const latest = () => client.getBlock({ blockTag: 'latest' });
-  // evm_mine until the latest block passes `done`; a call that found the miner busy mined nothing, so it is repeated.
+  // evm_mine until the latest block passes `done`; a call that found the miner busy mined nothing, so it is repeated,
+  // for 15 s at most (then an error naming what was not reached).
   const mineUntil = async (done: (b: { number: bigint; timestamp: bigint }) => boolean, what: string) => {
-    for (let i = 0; i < 200; i++) {
+    const until = Date.now() + 15_000;
+    for (let i = 0; ; i++) {
       await client.request({ method: 'evm_mine' as never, params: [] as never });
       if (done(await latest())) return;
+      if (Date.now() > until) throw new Error(`the sandbox chain did not reach ${what} within 15 s of evm_mine calls (${i + 1})`);
       if (i > 0) await new Promise((r) => setTimeout(r, 10));
     }
-    throw new Error(`the sandbox chain did not reach ${what} after 200 evm_mine calls`);
   };
   // The payer gets 1,000,000 test USD (micro units: 6 decimals).
   if (!reused) await send(operator.key, token, TOKEN_ABI, 'mint', [payer.address, 1_000_000_000_000n]);
   return {
     rpcUrl, chainId: SANDBOX_CHAIN_ID, escrow, token, operator, payer, client,
     async mine(n = 1) {
+      if (n <= 0) return;
       const target = (await latest()).number + BigInt(n);
       await mineUntil((b) => b.number >= target, `block ${target}`);
     },
