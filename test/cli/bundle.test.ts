@@ -67,13 +67,24 @@ async function esModulesLoaded(args: string[], until?: RegExp): Promise<{ urls: 
   const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_') && !k.startsWith('OTEL_')));
   const child = spawn(process.execPath, ['--import', register, BIN, ...args], { env: base, stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
+  let stderr = '';
   let stopped = false;
   child.stdout.setEncoding('utf8').on('data', (s: string) => {
     stdout += s;
     if (!stopped && until?.test(stdout)) stopped = child.kill('SIGTERM'); // once: a second SIGTERM ends a draining daemon
   });
-  const code = await new Promise<number | null>((resolve) => child.once('exit', resolve));
-  expect(code).toBe(0);
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { stderr += s; });
+  // Bounded, and a hang is named with what the process printed (a fresh-clone CI run once timed this test out at 60 s
+  // with nothing to tell where; it takes 1-2 s otherwise).
+  let timer: NodeJS.Timeout | undefined;
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.once('exit', resolve);
+    timer = setTimeout(() => {
+      child.kill('SIGKILL');
+      reject(new Error(`node-svc ${args.join(' ')} did not exit within 40 s (${stopped ? 'SIGTERM sent after' : 'no SIGTERM yet: waiting for'} ${until ?? 'its end'})\nstdout: ${stdout.slice(-2000)}\nstderr: ${stderr.slice(-2000)}`));
+    }, 40_000);
+  }).finally(() => clearTimeout(timer));
+  expect(code, stderr).toBe(0);
   return { urls: readFileSync(list, 'utf8').split('\n').filter(Boolean), stdout };
 }
 
