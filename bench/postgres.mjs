@@ -81,7 +81,7 @@ import pg from 'pg';
 import { TX_OF } from './lib/latency-proxy.mjs';
 import { LEASE_MS, pgUnavailable, startPostgres } from './lib/postgres.mjs';
 import { report, result } from './lib/report.mjs';
-import { BIN, ISSUER, NODE, fmt, median, prepare } from './lib/setup.mjs';
+import { BIN, ISSUER, NODE, cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5); // headroom and vouchers: short rounds, many (neighbours come and go)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
@@ -310,6 +310,10 @@ function ownCpu(postmaster) {
     for (const x of procs) if (!mine.has(x.pid) && mine.has(x.ppid)) { mine.add(x.pid); grown = true; }
   }
   return new Map(procs.filter((x) => mine.has(x.pid)).map((x) => [x.pid, x.ticks]));
+}
+/** Our PostgreSQL server's postmaster: the parent of the backend serving `sqlValue`'s connection. */
+async function postmasterPid(sqlValue) {
+  return ppidOf(Number(await sqlValue('SELECT pg_backend_pid()::text')));
 }
 /** A process's parent (0 when it is gone). */
 function ppidOf(pid) {
@@ -631,13 +635,11 @@ async function partControl({ sqlite, pgOne, both, sqlValue, startPg }, lines, re
     last.set(key, Math.max(last.get(key) ?? 0, r.rps));
     return r;
   };
-  const backend = Number(await sqlValue('SELECT pg_backend_pid()::text'));
-  const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
-  const ticksOf = (pid) => { try { const st = readFileSync(`/proc/${pid}/stat`, 'utf8'); const f = st.slice(st.lastIndexOf(')') + 2).split(' '); return Number(f[11]) + Number(f[12]); } catch { return 0; } };
+  const postmaster = await postmasterPid(sqlValue);
   // PostgreSQL's processes (the postmaster and its children) by pid: one that ends between two marks is missed, never
   // counted negative (ticksBetween).
   const pgTicks = () => new Map([...ownCpu(postmaster)].filter(([pid]) => pid === postmaster || ppidOf(pid) === postmaster));
-  const cpuOfRun = (t) => ({ daemon: ticksOf(t.d.child.pid), postgres: pgTicks(), load: ticksOf(process.pid) });
+  const cpuOfRun = (t) => ({ daemon: cpuSeconds(t.d.child.pid) * CLK_TCK, postgres: pgTicks(), load: cpuSeconds(process.pid) * CLK_TCK });
   const res = Object.fromEntries(CONTROL_CLIENTS.map((c) => [c, { SQLite: [], PostgreSQL: [], ratio: [], pool2: [], ratio2: [] }]));
   for (const t of both) for (const c of CONTROL_CLIENTS) await run(t, c, 1); // warm-up (its pools sized blind)
   live = 0;
@@ -863,8 +865,7 @@ async function partScale({ pgUrl, pgAuth, pgPending, startPg, receiver, hookUrl,
   }
   trace('scale: prepared');
   const cpuOfProxy = async () => { const c = (await proxies.call('cpu')).cpu; return (c.user + c.system) / 1000; };
-  const backend = Number(await sqlValue('SELECT pg_backend_pid()::text'));
-  const postmaster = Number(readFileSync(`/proc/${backend}/stat`, 'utf8').split(') ')[1].split(' ')[1]);
+  const postmaster = await postmasterPid(sqlValue);
   /** From a mark to now: the machine's busy % and this run's own share of the machine, %. */
   const cpuFrom = () => {
     const m0 = cpuMark();
