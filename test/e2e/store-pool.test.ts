@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
-import { ISSUER, issuerKeyPair, nowSeconds, signCompact, type KeyPair } from '../helpers/issuer.js';
+import { haltFact, issuerKeyPair, type KeyPair } from '../helpers/issuer.js';
 import { pgUrlOf, readRows } from '../helpers/inspect.js';
 import { testServerUrl } from '../helpers/postgres.js';
 import { metricValue } from '../helpers/prometheus.js';
@@ -15,14 +15,6 @@ import { metricValue } from '../helpers/prometheus.js';
 vi.setConfig({ testTimeout: 60_000, hookTimeout: 60_000 });
 
 const onPostgres = !!testServerUrl();
-let seq = 0;
-/** A budget.halted control fact of its own budget: one write each (the jti claimed, the budget, its event). */
-const haltFact = (issuer: KeyPair) =>
-  signCompact(
-    { alg: issuer.alg, typ: 'control+jwt', kid: issuer.kid },
-    { iss: ISSUER, aud: 'node-a', jti: `pool-${++seq}-${Date.now()}`, iat: nowSeconds(), kind: 'budget.halted', budget: `pool-b-${seq}`, reason: 'anomaly' },
-    issuer.privateKey,
-  );
 /** The daemon's sessions on its database (its connections name themselves node-svc; readRows's own does not). */
 const daemonSessions = async (dataDir: string) =>
   Number((await readRows<{ n: string }>(dataDir, "SELECT count(*)::text AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'node-svc'"))[0]!.n);

@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { LocalProcessor } from '../../src/rails/card/processor.js';
 import { startDaemon, type RunningDaemon } from './daemon.js';
 import { waitFor } from './wait.js';
-import { ISSUER, mintCredential, nowSeconds, signCompact, signVoucher, type KeyPair } from './issuer.js';
+import { ISSUER, mintCredential, nowSeconds, signVoucher, type KeyPair } from './issuer.js';
 
 /** A card-mode credential for `stream`, paying through PaymentIntent `pi`, in `asset` (default USD). */
 export function cardCredential(issuer: KeyPair, payer: KeyPair, stream: string, pi: string, claims: Record<string, unknown> = {}): string {
@@ -16,13 +16,7 @@ export function cardCredential(issuer: KeyPair, payer: KeyPair, stream: string, 
 export const voucher = (payer: KeyPair, stream: string, amount: bigint | string) =>
   signVoucher(payer, { stream, amount: String(amount), units: String(amount) });
 
-/** A control fact (stream.revoked, budget.halted, budget.released) for `node`, signed by the trusted issuer. */
-export const controlMessage = (issuer: KeyPair, claims: Record<string, unknown>, node = 'node-a') =>
-  signCompact(
-    { alg: issuer.alg, typ: 'control+jwt', kid: issuer.kid },
-    { iss: ISSUER, aud: node, jti: `ctl-${randomBytes(6).toString('hex')}`, iat: nowSeconds(), ...claims },
-    issuer.privateKey,
-  );
+export { controlMessage } from './issuer.js';
 
 export const newWebhookSecret = () => `whsec_${randomBytes(24).toString('base64')}`;
 

@@ -90,6 +90,18 @@ export function signCompact(
 
 export const nowSeconds = (ms = Date.now()) => Math.floor(ms / 1000);
 
+/** A control fact (stream.revoked, budget.halted, budget.released) for `node`, signed by the trusted issuer. */
+export const controlMessage = (issuer: KeyPair, claims: Record<string, unknown>, node = NODE) =>
+  signCompact(
+    { alg: issuer.alg, typ: 'control+jwt', kid: issuer.kid },
+    { iss: ISSUER, aud: node, jti: `ctl-${randomBytes(6).toString('hex')}`, iat: nowSeconds(), ...claims },
+    issuer.privateKey,
+  );
+
+/** A budget.halted fact of a budget of its own (every call a new fact: a new jti and budget). */
+export const haltFact = (issuer: KeyPair, node = NODE) =>
+  controlMessage(issuer, { kind: 'budget.halted', budget: `b-${randomBytes(6).toString('hex')}`, reason: 'anomaly' }, node);
+
 export interface MintOptions {
   key: KeyPair;
   /** Header members merged over {alg, typ, kid}; a member set to undefined is removed. */
