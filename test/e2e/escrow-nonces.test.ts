@@ -209,4 +209,49 @@ describe('two settlements stalled together', () => {
       proxy.drop = () => false;
     }
   });
+  it('a gap fill that paid is recognised when the node answers its receipt late: the first transaction, mined above it without a Settled log, fails nothing; paid once, final', async () => {
+    // Seen in a fresh-clone CI run (test/e2e/x402-nonces): right after miner_start ganache answered the receipt of a
+    // settlement's first transaction (n + 1, mined after its gap fill: no Settled log) and not yet the gap fill's (n: the
+    // payment). The settlement was failed on that one receipt, every retry then mined without a Settled log, and the
+    // stream never turned final. Here the proxy withholds the gap fill's receipts for 4 s after the miner resumes.
+    const { a, payee0, n } = await restartWithOneTooMany();
+    let hideUntil = Infinity;
+    const gapFill = (hash: unknown) => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n && same(x.hash, String(hash)));
+    const first = (hash: unknown) => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n + 1 && same(x.hash, String(hash)));
+    const counted = proxy.rewrite;
+    let withheld = 0; // gap fill receipts answered null while the chain had them
+    let firstAnswered = 0; // receipts of the first transaction answered meanwhile
+    proxy.rewrite = (method, params, result) => {
+      if (method !== 'eth_getTransactionReceipt' || Date.now() >= hideUntil) return counted(method, params, result);
+      if (gapFill(params[0])) return void (result !== null && withheld++), null;
+      if (first(params[0]) && result !== null) firstAnswered++;
+      return result;
+    };
+    await rpc('miner_stop');
+    try {
+      await a.pay(500_000n);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n + 1), 'the first settle sent', 20_000, 100);
+      await eventually(() => proxy.sent.some((x) => same(x.channel, a.channel) && x.nonce === n), 'the gap filled', 20_000, 100);
+    } finally {
+      hideUntil = Date.now() + 4000;
+      await rpc('miner_start');
+    }
+    let seen: unknown;
+    await eventually(async () => {
+      await chain.mine(1);
+      seen = await a.finality();
+      return (seen as { finality: string; finalMicro: string }).finality === 'final' && (seen as { finalMicro: string }).finalMicro === '500000';
+    }, 'a final', 45_000, 300)
+      .catch((err) => { throw new Error(`${(err as Error).message}: ${JSON.stringify(seen)}\n${JSON.stringify(proxy.sent.slice(-12))}\n${daemon.stderr.slice(-4000)}`); });
+    proxy.rewrite = (_m, _p, result) => result;
+    // The daemon read the first transaction's receipt while the gap fill's was withheld, and sent nothing again for it
+    // above n + 1: no retry. Paid once, by the gap fill.
+    expect(withheld, 'gap fill receipts withheld').toBeGreaterThan(0);
+    expect(firstAnswered, 'first transaction receipts answered meanwhile').toBeGreaterThan(0);
+    expect(proxy.sent.filter((x) => same(x.channel, a.channel)).map((x) => x.nonce).filter((x) => x > n + 1)).toEqual([]);
+    expect(proxy.sent.find((x) => same(x.hash, (seen as { frontier: { reference: string } }).frontier.reference))).toMatchObject({ nonce: n });
+    expect((await chain.balanceOf(chain.operator.address)) - payee0).toBe(500_000n);
+    expect((await channelOf(chain, a.channel as Hex)).settled).toBe(500_000n);
+  });
 });
+

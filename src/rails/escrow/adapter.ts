@@ -396,6 +396,17 @@ export class EscrowRail implements Rail {
     return found;
   }
 
+  /** The nonces below the chain's count at which none of this settlement's transactions has an answered receipt. */
+  #unansweredNonces(d: TxDetail, receipts: TransactionReceipt[], latestCount: number): number[] {
+    const answered = new Set(receipts.map((r) => r.transactionHash.toLowerCase()));
+    const byNonce = new Map<number, boolean>();
+    for (const t of d.txs) {
+      const n = nonceOf(t.raw);
+      byNonce.set(n, (byNonce.get(n) ?? false) || answered.has(t.hash.toLowerCase()));
+    }
+    return [...byNonce].filter(([n, has]) => !has && n < latestCount).map(([n]) => n).sort((x, y) => x - y);
+  }
+
   /**
    * Which mined transaction paid: the one whose receipt proves the payment (any of them: one of this settlement's own
    * transactions that mined after it found the channel already settled this far and paid nothing). None: why not.
@@ -424,9 +435,25 @@ export class EscrowRail implements Rail {
     // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
     const waiting = await this.#waiting(own, d, latestCount, record);
     if ('error' in receipt) {
-      if (waiting === undefined) return { state: 'failed', error: receipt.error };
-      return { state: 'submitted', note: `${receipt.error}; its transaction at nonce ${waiting} is not mined yet` };
+      if (waiting !== undefined) return { state: 'submitted', note: `${receipt.error}; its transaction at nonce ${waiting} is not mined yet` };
+      // A nonce of its own the chain has passed with no receipt answered for any of its transactions there: the one
+      // mined at it may be the one that paid (a gap fill at n pays, the first transaction at n + 1 mines after it with no
+      // Settled log, and a node answered the second's receipt before the first's: seen with ganache right after
+      // miner_start). Failing now would retry a paid settlement for ever without a Settled log; so this is a failure
+      // only once that lasts NONCE_USED_GRACE_MS, as in #unmined.
+      const unanswered = this.#unansweredNonces(d, receipts, latestCount);
+      if (unanswered.length === 0) {
+        this.#nonceUsedSince.delete(s.id);
+        return { state: 'failed', error: receipt.error };
+      }
+      const since = this.#nonceUsedSince.get(s.id) ?? this.#now();
+      this.#nonceUsedSince.set(s.id, since);
+      if (this.#now() - since < NONCE_USED_GRACE_MS)
+        return { state: 'submitted', note: `${receipt.error}; nonce ${unanswered.join(', ')} is mined, waiting for the receipt of this settlement's transaction there` };
+      this.#nonceUsedSince.delete(s.id);
+      return { state: 'failed', error: `${receipt.error}; no receipt of its transaction at nonce ${unanswered.join(', ')}, mined ${NONCE_USED_GRACE_MS / 1000} s ago` };
     }
+    this.#nonceUsedSince.delete(s.id);
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
     // as not mined). The block must still be there at that height (the receipt's block hash is not compared: ganache
     // reports hashes of blocks mined after miner_start that getBlock does not return).
