@@ -31,16 +31,17 @@ const exclude = (files) => files.flatMap((f) => ['--exclude', f]);
 // two in pass 1, the container file in pass 4's process: CONTAINER below).
 const PG_SUITES = ['test/e2e', 'test/api', 'test/rails'];
 const PG_OWN = ['test/e2e/multi-daemon.test.ts', 'test/e2e/alerts-store.test.ts', 'test/e2e/container.test.ts'];
-const postgres = () => {
+const postgres = (n, alone) => {
   if (existsSync(PG_CTL) || process.env.CI) return true;
-  console.log(`skipped the PostgreSQL passes: ${PG_CTL} is missing (install Debian's postgresql package, or run .ci/run)`);
+  console.log(`skipped pass ${n} on PostgreSQL${alone ? ` (${alone.join(' ')} runs alone)` : ''}: ${PG_CTL} is missing (install Debian's postgresql package, or run .ci/run)`);
   return false;
 };
 const PG = { NODE_SVC_TEST_STORE: 'postgres' };
 // test/e2e/container.test.ts builds the images and runs a fleet of its own (about 170 s on a fresh machine, most of it
 // the image build; no store environment reaches it): it runs in pass 4's process, one file at a time with the
 // PostgreSQL chain files, because pass 1 beside pass 4 is the long phase (a fresh clone on 2026-11-28: pass 1 470 s
-// with it, pass 4 215 s without it, then passes 3 and 2 292 and 141 s). Without PostgreSQL here, it runs alone.
+// with it, pass 4 215 s without it, then passes 3 and 2 292 and 141 s). Without PostgreSQL here, it runs alone; an
+// order in NODE_SVC_TEST_PHASES without pass 4 leaves it out.
 const CONTAINER = 'test/e2e/container.test.ts';
 const passes = {
   1: { args: ['test/', ...exclude([...SERIAL, CONTAINER]), `--maxWorkers=${WORKERS}`] },
@@ -62,7 +63,7 @@ function run(n, show) {
   const p = passes[n];
   if (!p) throw new Error(`no pass ${n} (1 to 4)`);
   const t0 = Date.now();
-  const withPostgres = !p.postgres || postgres();
+  const withPostgres = !p.postgres || postgres(n, p.withoutPostgres?.filter((a) => !a.startsWith('--')));
   if (!withPostgres && !p.withoutPostgres) return Promise.resolve({ n, status: 0, s: 0 });
   const [args, env] = withPostgres ? [p.args, p.env ?? {}] : [p.withoutPostgres, {}];
   return new Promise((resolve) => {

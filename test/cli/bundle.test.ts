@@ -80,7 +80,7 @@ async function esModulesLoaded(args: string[], until?: RegExp, env: Record<strin
     }, 40_000);
   }).finally(() => clearTimeout(timer));
   expect(code, stderr.slice(-4000)).toBe(0);
-  return { urls: [...stderr.matchAll(/^ESM \d+: Storing (\S+) /gm)].map((m) => m[1]), stdout };
+  return { urls: [...stderr.matchAll(/ESM \d+: Storing (\S+) /g)].map((m) => m[1]), stdout };
 }
 
 describe('dist/cli: the bundles of the other commands', () => {

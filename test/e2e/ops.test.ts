@@ -9,7 +9,7 @@ import Database from 'better-sqlite3';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { BIN, cliFor, json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
-import { haltFact, ISSUER, issuerKeyPair, mintCredential, nowSeconds, payerKeyPair, signCompact, signVoucher, type KeyPair } from '../helpers/issuer.js';
+import { haltFact, issuerKeyPair, mintCredential, payerKeyPair, signVoucher, type KeyPair } from '../helpers/issuer.js';
 import { startReceiver, type Receiver } from '../helpers/receiver.js';
 import { testServerUrl } from '../helpers/postgres.js';
 import { pgUrlOf } from '../helpers/inspect.js';
@@ -32,7 +32,6 @@ async function eventually<T>(fn: () => Promise<T | undefined | null | false> | T
   }
 }
 
-/** A budget.halted control fact from the trusted issuer (DESIGN §7): each one makes an event. */
 /** The daemon without the helper's fixed `--rate-limit 0`, so config.json and env can set it. */
 function spawnDaemon(dataDir: string, extra: string[] = [], env: Record<string, string> = {}): Promise<{ url: string; stop(): Promise<number | null> }> {
   const e: NodeJS.ProcessEnv = {};

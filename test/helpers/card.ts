@@ -6,7 +6,7 @@ import { join } from 'node:path';
 import type { LocalProcessor } from '../../src/rails/card/processor.js';
 import { startDaemon, type RunningDaemon } from './daemon.js';
 import { waitFor } from './wait.js';
-import { ISSUER, mintCredential, nowSeconds, signVoucher, type KeyPair } from './issuer.js';
+import { mintCredential, signVoucher, type KeyPair } from './issuer.js';
 
 /** A card-mode credential for `stream`, paying through PaymentIntent `pi`, in `asset` (default USD). */
 export function cardCredential(issuer: KeyPair, payer: KeyPair, stream: string, pi: string, claims: Record<string, unknown> = {}): string {

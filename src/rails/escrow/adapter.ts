@@ -396,15 +396,15 @@ export class EscrowRail implements Rail {
     return found;
   }
 
-  /** The nonces below the chain's count at which none of this settlement's transactions has an answered receipt. */
-  #unansweredNonces(d: TxDetail, receipts: TransactionReceipt[], latestCount: number): number[] {
+  /** The nonces at which none of this settlement's transactions has an answered receipt. */
+  #unansweredNonces(d: TxDetail, receipts: TransactionReceipt[]): number[] {
     const answered = new Set(receipts.map((r) => r.transactionHash.toLowerCase()));
     const byNonce = new Map<number, boolean>();
     for (const t of d.txs) {
       const n = nonceOf(t.raw);
       byNonce.set(n, (byNonce.get(n) ?? false) || answered.has(t.hash.toLowerCase()));
     }
-    return [...byNonce].filter(([n, has]) => !has && n < latestCount).map(([n]) => n).sort((x, y) => x - y);
+    return [...byNonce].filter(([, has]) => !has).map(([n]) => n).sort((x, y) => x - y);
   }
 
   /**
@@ -441,17 +441,20 @@ export class EscrowRail implements Rail {
       // Settled log, and a node answered the second's receipt before the first's: seen with ganache right after
       // miner_start). Failing now would retry a paid settlement for ever without a Settled log; so this is a failure
       // only once that lasts NONCE_USED_GRACE_MS, as in #unmined.
-      const unanswered = this.#unansweredNonces(d, receipts, latestCount);
+      // (#waiting found every nonce it holds below the chain's count: each one is mined.)
+      const unanswered = this.#unansweredNonces(d, receipts);
       if (unanswered.length === 0) {
         this.#nonceUsedSince.delete(s.id);
         return { state: 'failed', error: receipt.error };
       }
+      const at = `nonce ${unanswered.join(', ')}`;
       const since = this.#nonceUsedSince.get(s.id) ?? this.#now();
       this.#nonceUsedSince.set(s.id, since);
       if (this.#now() - since < NONCE_USED_GRACE_MS)
-        return { state: 'submitted', note: `${receipt.error}; nonce ${unanswered.join(', ')} is mined, waiting for the receipt of this settlement's transaction there` };
+        return { state: 'submitted', note: `${at} is mined and no receipt of this settlement's transaction there is answered yet (it may be the payment; ${receipt.error}): waiting up to ${NONCE_USED_GRACE_MS / 1000} s` };
       this.#nonceUsedSince.delete(s.id);
-      return { state: 'failed', error: `${receipt.error}; no receipt of its transaction at nonce ${unanswered.join(', ')}, mined ${NONCE_USED_GRACE_MS / 1000} s ago` };
+      this.#nextNonce = undefined;
+      return { state: 'failed', error: `${receipt.error}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
     }
     this.#nonceUsedSince.delete(s.id);
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
