@@ -21,6 +21,8 @@ export interface SentTx {
   answerLost: boolean;
   /** Answered with its hash, never passed on to the chain. */
   dropped?: boolean;
+  /** The signed transaction as sent. */
+  raw: Hex;
 }
 
 export interface RpcProxy {
@@ -56,7 +58,7 @@ export async function startRpcProxy(target: string): Promise<RpcProxy> {
             const call = decodeFunctionData({ abi: ESCROW_ABI, data: tx.data! });
             if (call.functionName === 'settle') channel = (call.args as readonly unknown[])[0] as Hex;
           } catch { /* not a settle call */ }
-          const t = { nonce: tx.nonce ?? 0, hash: keccak256(raw), channel, to: tx.to?.toLowerCase(), maxFeePerGas: tx.maxFeePerGas?.toString() };
+          const t = { nonce: tx.nonce ?? 0, hash: keccak256(raw), channel, to: tx.to?.toLowerCase(), maxFeePerGas: tx.maxFeePerGas?.toString(), raw };
           if (proxy.drop(t, [...proxy.sent])) drop = t.hash;
           else lose = proxy.loseAnswer(t, [...proxy.sent]);
           proxy.sent.push({ ...t, answerLost: lose, ...(drop ? { dropped: true } : {}) });
