@@ -138,9 +138,12 @@ export function rotateSecret(d: Deps, nodeId: string, id: string, overlapSeconds
 
 export async function listAttempts(d: Deps, nodeId: string, id: string, cursor: string | undefined, limit: number) {
   const s = await requireSubscription(d.store.q, nodeId, id);
+  // Health before the page: two reads, not one snapshot (on PostgreSQL a delivery's last attempt and its dead status
+  // can commit between them). Read in this order, a status the health shows has its attempts in the page: a fresh-clone
+  // CI run saw dead: 1 beside two of the three attempts when the page was read first.
+  const h = await attempts.health(d.store.q, s.id);
   const rows = await attempts.page(d.store.q, s.id, cursor ?? null, limit + 1);
   const page = rows.slice(0, limit);
-  const h = await attempts.health(d.store.q, s.id);
   return {
     subscription: s.id,
     health: { pending: h.pending, retrying: h.retrying, dead: h.dead, delivered: h.delivered },
