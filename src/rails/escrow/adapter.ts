@@ -396,6 +396,20 @@ export class EscrowRail implements Rail {
     return found;
   }
 
+  /**
+   * A mined nonce of `id` still has no answered receipt of its own: false while that has lasted less than
+   * NONCE_USED_GRACE_MS (the first call starts the clock); true once it has (the clock cleared, and the wallet's next
+   * nonce read from the chain again: another transaction took the nonce).
+   */
+  #receiptWaitOver(id: string): boolean {
+    const since = this.#nonceUsedSince.get(id) ?? this.#now();
+    this.#nonceUsedSince.set(id, since);
+    if (this.#now() - since < NONCE_USED_GRACE_MS) return false;
+    this.#nonceUsedSince.delete(id);
+    this.#nextNonce = undefined;
+    return true;
+  }
+
   /** The nonces at which none of this settlement's transactions has an answered receipt. */
   #unansweredNonces(d: TxDetail, receipts: TransactionReceipt[]): number[] {
     const answered = new Set(receipts.map((r) => r.transactionHash.toLowerCase()));
@@ -448,12 +462,8 @@ export class EscrowRail implements Rail {
         return { state: 'failed', error: receipt.error };
       }
       const at = `nonce ${unanswered.join(', ')}`;
-      const since = this.#nonceUsedSince.get(s.id) ?? this.#now();
-      this.#nonceUsedSince.set(s.id, since);
-      if (this.#now() - since < NONCE_USED_GRACE_MS)
+      if (!this.#receiptWaitOver(s.id))
         return { state: 'submitted', note: `${at} is mined and no receipt of this settlement's transaction there is answered yet (it may be the payment; ${receipt.error}): waiting up to ${NONCE_USED_GRACE_MS / 1000} s` };
-      this.#nonceUsedSince.delete(s.id);
-      this.#nextNonce = undefined;
       return { state: 'failed', error: `${receipt.error}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
     }
     this.#nonceUsedSince.delete(s.id);
@@ -567,11 +577,7 @@ export class EscrowRail implements Rail {
       // Our nonce is mined but none of our hashes has a receipt. A node can count a block before it answers its
       // receipts (seen with ganache right after miner_start), and failing a settle that did pay would retry it for
       // ever without a Settled log: so this is a failure only when it lasts NONCE_USED_GRACE_MS.
-      const since = this.#nonceUsedSince.get(s.id) ?? this.#now();
-      this.#nonceUsedSince.set(s.id, since);
-      if (this.#now() - since < NONCE_USED_GRACE_MS) return { state: 'submitted', note: `nonce ${d.nonce} is mined; waiting for the receipt of one of this settlement's transactions` };
-      this.#nonceUsedSince.delete(s.id);
-      this.#nextNonce = undefined;
+      if (!this.#receiptWaitOver(s.id)) return { state: 'submitted', note: `nonce ${d.nonce} is mined; waiting for the receipt of one of this settlement's transactions` };
       return { state: 'failed', error: `nonce ${d.nonce} was used by another transaction of this wallet; this settle was never mined` };
     }
     this.#nonceUsedSince.delete(s.id);
