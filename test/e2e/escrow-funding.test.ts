@@ -11,6 +11,7 @@ import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/san
 import { cliFor, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, http, setupNodes, type RunningDaemon } from '../helpers/daemon.js';
 import { channelOf, escrowCall, escrowFlags, eventually, startEscrowDaemon, walletFor, writeKeyFile } from '../helpers/escrow.js';
+import { readRows } from '../helpers/inspect.js';
 import { issuerKeyPair, mintCredential, type KeyPair } from '../helpers/issuer.js';
 
 vi.setConfig({ testTimeout: 90_000, hookTimeout: 60_000 });
@@ -230,6 +231,40 @@ describe('escrow funding, one channel per stream, final from the chain', () => {
     await new Promise((r) => setTimeout(r, 1500));
     expect((await get(A, s, 'finality')).finalMicro).toBe('0');
     expect(await chain.balanceOf(chain.operator.address)).toBe(payee0); // nothing was paid by our transaction
+  });
+
+  it('a voucher the payer redeemed on chain first: the settle mines without paying, and the payer\'s Settled log of that amount is the proof (final, its transaction named, paid once, no retry)', async () => {
+    // The contract lets anyone submit a voucher. Before, this daemon's settle mined as a no-op (the channel had settled
+    // as much), the settlement failed, and every retry did the same for ever: gas spent each time, the stream never final.
+    const s = await streamOn({ deposit: 2_000_000n });
+    expect((await A.post('/v1/allowances/verify', { credential: s.credential })).status).toBe(200);
+    const sig = await s.sign(900_000n);
+    const payee0 = await chain.balanceOf(chain.operator.address);
+    const byPayer = await escrowCall(chain, chain.payer.key, 'settle', [s.channel, 900_000n, sig]);
+    expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + 900_000n);
+    expect((await voucher(A, s, 900_000n, sig)).body).toMatchObject({ accepted: true, billedMicro: '900000' });
+    const f = await eventually(async () => { await chain.mine(1); const v = await get(A, s, 'finality'); return v.finality === 'final' && v; }, 'final on the payer\'s transaction', 30_000, 300);
+    expect(f).toMatchObject({ finalMicro: '900000', frontier: { amountMicro: '900000', finality: 'final', reference: byPayer.transactionHash } });
+    // The money came once, from the payer's transaction; the daemon says which paid.
+    const own = daemon.stderr.split('\n').find((l) => l.includes('settlement paid by an earlier transaction on the channel') && l.includes(s.id));
+    expect(own, daemon.stderr.slice(-3000)).toBeDefined();
+    expect(own).toContain(byPayer.transactionHash);
+    expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + 900_000n);
+    expect((await channelOf(chain, s.channel)).settled).toBe(900_000n);
+    // The signed receipt names the payer's transaction, which anyone can check on chain.
+    const r = await A.get(`/v1/streams/${s.id}/receipt`);
+    expect(r.status, r.text).toBe(200);
+    const claims = JSON.parse(Buffer.from(String(r.body.receipt).split('.')[1]!, 'base64url').toString('utf8'));
+    expect(claims).toMatchObject({ stream: s.id, amountMicro: '900000', rail: 'escrow', escrow: { txHash: byPayer.transactionHash, blockNumber: Number(byPayer.blockNumber), channel: s.channel.toLowerCase() } });
+    // One settlement, never failed, never retried.
+    await new Promise((res) => setTimeout(res, 1500));
+    const after = await get(A, s, 'finality');
+    expect(after).toMatchObject({ finality: 'final', finalMicro: '900000' });
+    expect(after.settlement ?? null).toBeNull();
+    const rows = await readRows<{ status: string; amount: unknown; reference: string }>(t.dataDir, 'SELECT status, amount_micro AS amount, reference FROM settlements WHERE stream = ?', [s.id]);
+    expect(rows.map((x) => [x.status, String(x.amount)])).toEqual([['final', '900000']]);
+    const mine = await chain.client.getTransactionReceipt({ hash: rows[0]!.reference as Hex });
+    expect([mine.status, mine.from.toLowerCase(), mine.to?.toLowerCase(), mine.logs.length]).toEqual(['success', chain.operator.address.toLowerCase(), chain.escrow.toLowerCase(), 0]);
   });
 
   it('a stalled transaction (miner stopped) is visible, rebroadcast and replaced; it recovers and pays exactly once', async () => {

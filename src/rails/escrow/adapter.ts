@@ -21,7 +21,7 @@
 //   reached (its first one, when a gap fill below it mined): that transaction can still mine there, so the nonce stays
 //   held, and it is sent again (then replaced) until the chain passes it. Closing earlier released the nonce to the next
 //   settlement while the node still had, or had dropped, the first one: two settlements' transactions on one nonce.
-import { BaseError, createPublicClient, decodeEventLog, HttpRequestError, TimeoutError, encodeFunctionData, http, keccak256, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
+import { BaseError, createPublicClient, decodeEventLog, HttpRequestError, TimeoutError, encodeFunctionData, http, keccak256, parseAbiItem, parseTransaction, type Hex, type PublicClient, type TransactionReceipt } from 'viem';
 import { privateKeyToAccount, type PrivateKeyAccount } from 'viem/accounts';
 import { configError } from '../../domain/errors.js';
 import { log } from '../../log.js';
@@ -63,6 +63,14 @@ export interface TxDetail {
 const ZERO = '0x0000000000000000000000000000000000000000';
 /** How long a mined nonce may lack a receipt of ours before the settlement is failed (receipts can lag the count). */
 const NONCE_USED_GRACE_MS = 60_000;
+/**
+ * How far back, from the block where this settlement's own transaction mined without paying, the escrow's `Settled` log
+ * of the channel for the settlement's amount is looked for (the contract lets anyone submit a voucher), in ranges of
+ * LOG_RANGE blocks as RPCs require: about 33 hours of 12 s blocks.
+ */
+const SETTLED_LOOKBACK_BLOCKS = 10_000n;
+const LOG_RANGE = 2_000n;
+const SETTLED_EVENT = parseAbiItem('event Settled(bytes32 indexed channelId, uint128 cumulativeAmount, uint128 paid)');
 const same = (a: string | undefined, b: string | undefined) => !!a && !!b && a.toLowerCase() === b.toLowerCase();
 const short = (err: unknown) => ((err as { shortMessage?: string }).shortMessage ?? (err as Error).message ?? String(err)).split('\n')[0]!.slice(0, 200);
 /** The error's text with the node's own words (viem keeps them in `details`). */
@@ -445,7 +453,7 @@ export class EscrowRail implements Rail {
     const own = { id: s.id, lastBroadcastAt: Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at), what: { settlement: s.id, stream: s.stream } };
     const record = (next: TxDetail) => this.#record(s.id, next);
     if (receipts.length === 0) return this.#unmined({ ...own, attempts: Number(s.attempts) }, d, latestCount, record);
-    const receipt = await this.#payingReceipt(s, receipts);
+    let receipt = await this.#payingReceipt(s, receipts);
     // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
     const waiting = await this.#waiting(own, d, latestCount, record);
     if ('error' in receipt) {
@@ -457,14 +465,19 @@ export class EscrowRail implements Rail {
       // only once that lasts NONCE_USED_GRACE_MS, as in #unmined.
       // (#waiting found every nonce it holds below the chain's count: each one is mined.)
       const unanswered = this.#unansweredNonces(d, receipts);
-      if (unanswered.length === 0) {
-        this.#nonceUsedSince.delete(s.id);
-        return { state: 'failed', error: receipt.error };
-      }
       const at = `nonce ${unanswered.join(', ')}`;
-      if (!this.#receiptWaitOver(s.id))
+      if (unanswered.length > 0 && !this.#receiptWaitOver(s.id))
         return { state: 'submitted', note: `${at} is mined and no receipt of this settlement's transaction there is answered yet (it may be the payment; ${receipt.error}): waiting up to ${NONCE_USED_GRACE_MS / 1000} s` };
-      return { state: 'failed', error: `${receipt.error}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
+      this.#nonceUsedSince.delete(s.id);
+      // Its own transactions mined without paying because the channel had already settled this amount: the payer
+      // submitted this voucher, or an earlier settlement of this daemon that was failed paid it. That payment is the proof.
+      const elsewhere = await this.#paidElsewhere(s, receipts);
+      if ('error' in elsewhere) {
+        const why = `${receipt.error}${elsewhere.error ? `; ${elsewhere.error}` : ''}`;
+        return { state: 'failed', error: unanswered.length === 0 ? why : `${why}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
+      }
+      log.info('settlement paid by an earlier transaction on the channel', { settlement: s.id, stream: s.stream, paidBy: elsewhere.transactionHash, block: Number(elsewhere.blockNumber) });
+      receipt = elsewhere;
     }
     this.#nonceUsedSince.delete(s.id);
     // A node answers receipts only for transactions in its canonical chain: a reorged-out settle has none (handled above,
@@ -528,6 +541,41 @@ export class EscrowRail implements Rail {
       rail: 'escrow', chainId: this.#c.chainId, contract: this.#c.contract.toLowerCase(), txHash: receipt.transactionHash,
       blockNumber: Number(receipt.blockNumber), ...(channel ? { channel: channel.toLowerCase() } : {}),
     };
+  }
+
+  /**
+   * A settlement whose own transactions mined without a Settled log: the payment of its amount made by another
+   * transaction, at or below the block of its own newest mined one (which found the channel settled that far). The
+   * contract lets anyone submit a voucher (the payer may, and so may an earlier settlement of this daemon that was
+   * failed while its payment's receipt was unanswered). Looked up by the channel's `Settled` logs over
+   * SETTLED_LOOKBACK_BLOCKS, newest first; a log counts only with this settlement's cumulative amount and, in its
+   * receipt, the Transfer of what it paid to this wallet (#paid). A channel settled past the amount by a voucher this
+   * daemon never billed is not this settlement's payment (that stays failed). `error: ''` when none of its own mined.
+   */
+  async #paidElsewhere(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
+    const mined = receipts.filter((r) => r.status === 'success').map((r) => r.blockNumber);
+    if (mined.length === 0) return { error: '' };
+    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
+    const channel = stream ? (JSON.parse(stream.claims) as { channel?: Hex }).channel : undefined;
+    if (!channel) return { error: '' };
+    const top = mined.reduce((a, b) => (a > b ? a : b));
+    const floor = top > SETTLED_LOOKBACK_BLOCKS ? top - SETTLED_LOOKBACK_BLOCKS : 0n;
+    const none = `no Settled log of channel ${channel} for ${s.amount_micro} in blocks ${floor} to ${top}`;
+    try {
+      for (let hi = top; hi >= floor; hi -= LOG_RANGE) {
+        const lo = hi - floor >= LOG_RANGE ? hi - LOG_RANGE + 1n : floor;
+        const logs = await this.#client.getLogs({ address: this.#c.contract, event: SETTLED_EVENT, args: { channelId: channel }, fromBlock: lo, toBlock: hi });
+        for (const l of logs.reverse()) {
+          if (l.args.cumulativeAmount !== s.amount_micro || !l.transactionHash) continue;
+          const r = await this.#client.getTransactionReceipt({ hash: l.transactionHash });
+          if (r.status === 'success' && (await this.#paid(s, r)) === true) return r;
+        }
+        if (lo === floor) break;
+      }
+    } catch (err) {
+      return { error: `${none} could not be read: ${short(err)}` };
+    }
+    return { error: none };
   }
 
   /**
