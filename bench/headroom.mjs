@@ -58,23 +58,25 @@ try {
       let sent = 0;
       let done = 0;
       let failed = 0;
+      const why = new Map(); // what failed: the status code or the socket error's code, counted
+      const fail = (what) => { failed++; why.set(what, (why.get(what) ?? 0) + 1); };
       const total = RATE * seconds;
       const t0 = performance.now();
       const one = (due) => {
         const req = request({ host: url.hostname, port: url.port, path: `/v1/streams/${stream}/headroom`, headers: p.auth, agent }, (res) => {
           res.resume();
           res.once('end', () => {
-            if (res.statusCode !== 200) failed++;
+            if (res.statusCode !== 200) fail(`HTTP ${res.statusCode}`);
             lat.push(performance.now() - due);
             if (++done === total) finish();
           });
         });
-        req.once('error', (e) => { failed++; if (++done === total) finish(); void e; });
+        req.once('error', (e) => { fail(e.code ?? e.message); if (++done === total) finish(); });
         req.end();
       };
       const finish = () => {
         clearInterval(timer);
-        if (failed) return reject(new Error(`${stream}: ${failed} requests failed`));
+        if (failed) return reject(new Error(`${stream}: ${failed} of ${total} requests failed (${[...why].map(([w, n]) => `${w}: ${n}`).join(', ')})`));
         resolve({ rps: total / ((performance.now() - t0) / 1000), p50: pct(lat, 50), p99: pct(lat, 99) });
       };
       const timer = setInterval(() => {

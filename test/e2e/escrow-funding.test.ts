@@ -239,17 +239,22 @@ describe('escrow funding, one channel per stream, final from the chain', () => {
     const s = await streamOn({ deposit: 2_000_000n });
     expect((await A.post('/v1/allowances/verify', { credential: s.credential })).status).toBe(200);
     const sig = await s.sign(900_000n);
-    const payee0 = await chain.balanceOf(chain.operator.address);
     const byPayer = await escrowCall(chain, chain.payer.key, 'settle', [s.channel, 900_000n, sig]);
-    expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + 900_000n);
+    // The same payer settles the same amount on another channel afterwards: a newer Settled log of that amount, which
+    // is not this stream's payment (the lookup is by channel).
+    const decoy = await streamOn({ deposit: 2_000_000n });
+    const byDecoy = await escrowCall(chain, chain.payer.key, 'settle', [decoy.channel, 900_000n, await decoy.sign(900_000n)]);
+    expect(byDecoy.blockNumber).toBeGreaterThan(byPayer.blockNumber);
+    const payee0 = await chain.balanceOf(chain.operator.address);
     expect((await voucher(A, s, 900_000n, sig)).body).toMatchObject({ accepted: true, billedMicro: '900000' });
     const f = await eventually(async () => { await chain.mine(1); const v = await get(A, s, 'finality'); return v.finality === 'final' && v; }, 'final on the payer\'s transaction', 30_000, 300);
     expect(f).toMatchObject({ finalMicro: '900000', frontier: { amountMicro: '900000', finality: 'final', reference: byPayer.transactionHash } });
-    // The money came once, from the payer's transaction; the daemon says which paid.
+    // The daemon says which transaction paid; its own paid nothing (the wallet's balance did not move after the
+    // payer's settles), and the channel settled once.
     const own = daemon.stderr.split('\n').find((l) => l.includes('settlement paid by an earlier transaction on the channel') && l.includes(s.id));
     expect(own, daemon.stderr.slice(-3000)).toBeDefined();
     expect(own).toContain(byPayer.transactionHash);
-    expect(await chain.balanceOf(chain.operator.address)).toBe(payee0 + 900_000n);
+    expect(await chain.balanceOf(chain.operator.address)).toBe(payee0);
     expect((await channelOf(chain, s.channel)).settled).toBe(900_000n);
     // The signed receipt names the payer's transaction, which anyone can check on chain.
     const r = await A.get(`/v1/streams/${s.id}/receipt`);

@@ -5,7 +5,9 @@
 //   (--asset-token). What it can pay in all is its deposit: the effective cap.
 // - Final comes from the chain's own facts: the mined receipt's `Settled` log for this channel with the settlement's
 //   cumulative amount, and the token's `Transfer` of the paid delta from the escrow to this daemon's wallet. A settle
-//   that mines without them paid nothing (e.g. a cumulative the channel had already settled): a failed settlement.
+//   that mines without them paid nothing (a cumulative the channel had already settled): then the payment of exactly
+//   that amount by another transaction (anyone may submit a voucher: the payer, or an earlier settlement of ours that
+//   was failed) is looked up among the channel's Settled logs and, found, is the proof; else a failed settlement.
 //   Checkpointed when mined; final when its block is at or below the chain's `finalized` block, or `confirmations`
 //   deep where the chain does not report one meaningfully (a dev chain reports finalized = latest).
 // - One signer, one nonce sequence: sends are serialised; a nonce that did not reach the chain is reused, never skipped.
@@ -64,9 +66,9 @@ const ZERO = '0x0000000000000000000000000000000000000000';
 /** How long a mined nonce may lack a receipt of ours before the settlement is failed (receipts can lag the count). */
 const NONCE_USED_GRACE_MS = 60_000;
 /**
- * How far back, from the block where this settlement's own transaction mined without paying, the escrow's `Settled` log
- * of the channel for the settlement's amount is looked for (the contract lets anyone submit a voucher), in ranges of
- * LOG_RANGE blocks as RPCs require: about 33 hours of 12 s blocks.
+ * How many blocks, up to the one where this settlement's own transaction mined without paying, are searched for the
+ * escrow's `Settled` log of the channel for the settlement's amount (the contract lets anyone submit a voucher), in
+ * ranges of LOG_RANGE blocks as RPCs require: about 33 hours of 12 s blocks, 5.5 hours of 2 s blocks.
  */
 const SETTLED_LOOKBACK_BLOCKS = 10_000n;
 const LOG_RANGE = 2_000n;
@@ -110,6 +112,8 @@ export class EscrowRail implements Rail {
   /** The first block whose escrow logs changedSources() has not read yet (undefined before the first call). */
   #logsFrom: bigint | undefined;
   /** Settlements whose nonce was seen mined without a receipt of theirs, since when. */
+  /** Settlements found paid by another transaction (#paidElsewhere), by id, until final. */
+  readonly #paidBy = new Map<string, Hex>();
   readonly #nonceUsedSince = new Map<string, number>();
   /** Settlements with a transaction waiting above the nonce that mined: when this process last sent it, and how often. */
   readonly #waitingSent = new Map<string, { at: number; sends: number }>();
@@ -456,6 +460,12 @@ export class EscrowRail implements Rail {
     let receipt = await this.#payingReceipt(s, receipts);
     // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
     const waiting = await this.#waiting(own, d, latestCount, record);
+    if ('error' in receipt && this.#paidBy.has(s.id)) {
+      // A payment by another transaction, found at an earlier poll: its receipt read again (a reorg may have dropped it).
+      const r = await this.#client.getTransactionReceipt({ hash: this.#paidBy.get(s.id)! }).catch(() => null);
+      if (r && r.status === 'success' && (await this.#paid(s, r)) === true) receipt = r;
+      else this.#paidBy.delete(s.id);
+    }
     if ('error' in receipt) {
       if (waiting !== undefined) return { state: 'submitted', note: `${receipt.error}; its transaction at nonce ${waiting} is not mined yet` };
       // A nonce of its own the chain has passed with no receipt answered for any of its transactions there: the one
@@ -477,6 +487,7 @@ export class EscrowRail implements Rail {
         return { state: 'failed', error: unanswered.length === 0 ? why : `${why}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
       }
       log.info('settlement paid by an earlier transaction on the channel', { settlement: s.id, stream: s.stream, paidBy: elsewhere.transactionHash, block: Number(elsewhere.blockNumber) });
+      this.#paidBy.set(s.id, elsewhere.transactionHash); // not searched (nor waited for) again while its block deepens
       receipt = elsewhere;
     }
     this.#nonceUsedSince.delete(s.id);
@@ -487,7 +498,10 @@ export class EscrowRail implements Rail {
     if (!block) return { state: 'submitted', note: 'reorged out' };
     // Paid, but not final while a transaction of its own still holds a nonce above (it stays open, the nonce held).
     if (waiting !== undefined) return { state: 'checkpointed', block: receipt.blockNumber };
-    const final = async (): Promise<SettlementState> => ({ state: 'final', proof: await this.#proof(s, receipt) });
+    const final = async (): Promise<SettlementState> => {
+      this.#paidBy.delete(s.id);
+      return { state: 'final', proof: await this.#proof(s, receipt) };
+    };
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
       return latest - receipt.blockNumber + 1n >= BigInt(this.#c.confirmations) ? final() : { state: 'checkpointed', block: receipt.blockNumber };
@@ -551,6 +565,8 @@ export class EscrowRail implements Rail {
    * SETTLED_LOOKBACK_BLOCKS, newest first; a log counts only with this settlement's cumulative amount and, in its
    * receipt, the Transfer of what it paid to this wallet (#paid). A channel settled past the amount by a voucher this
    * daemon never billed is not this settlement's payment (that stays failed). `error: ''` when none of its own mined.
+   * A read the node does not answer throws (the settler polls again: a refused read must not fail a settlement and
+   * send another no-op).
    */
   async #paidElsewhere(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
     const mined = receipts.filter((r) => r.status === 'success').map((r) => r.blockNumber);
@@ -559,23 +575,18 @@ export class EscrowRail implements Rail {
     const channel = stream ? (JSON.parse(stream.claims) as { channel?: Hex }).channel : undefined;
     if (!channel) return { error: '' };
     const top = mined.reduce((a, b) => (a > b ? a : b));
-    const floor = top > SETTLED_LOOKBACK_BLOCKS ? top - SETTLED_LOOKBACK_BLOCKS : 0n;
-    const none = `no Settled log of channel ${channel} for ${s.amount_micro} in blocks ${floor} to ${top}`;
-    try {
-      for (let hi = top; hi >= floor; hi -= LOG_RANGE) {
-        const lo = hi - floor >= LOG_RANGE ? hi - LOG_RANGE + 1n : floor;
-        const logs = await this.#client.getLogs({ address: this.#c.contract, event: SETTLED_EVENT, args: { channelId: channel }, fromBlock: lo, toBlock: hi });
-        for (const l of logs.reverse()) {
-          if (l.args.cumulativeAmount !== s.amount_micro || !l.transactionHash) continue;
-          const r = await this.#client.getTransactionReceipt({ hash: l.transactionHash });
-          if (r.status === 'success' && (await this.#paid(s, r)) === true) return r;
-        }
-        if (lo === floor) break;
+    const floor = top >= SETTLED_LOOKBACK_BLOCKS ? top - SETTLED_LOOKBACK_BLOCKS + 1n : 0n;
+    for (let hi = top; hi >= floor; hi -= LOG_RANGE) {
+      const lo = hi - floor >= LOG_RANGE ? hi - LOG_RANGE + 1n : floor;
+      const logs = await this.#client.getLogs({ address: this.#c.contract, event: SETTLED_EVENT, args: { channelId: channel }, fromBlock: lo, toBlock: hi });
+      for (const l of logs.reverse()) {
+        if (l.args.cumulativeAmount !== s.amount_micro || !l.transactionHash) continue;
+        const r = await this.#client.getTransactionReceipt({ hash: l.transactionHash });
+        if (r.status === 'success' && (await this.#paid(s, r)) === true) return r;
       }
-    } catch (err) {
-      return { error: `${none} could not be read: ${short(err)}` };
+      if (lo === floor) break;
     }
-    return { error: none };
+    return { error: `no Settled log of channel ${channel} for ${s.amount_micro} in blocks ${floor} to ${top}` };
   }
 
   /**
@@ -587,18 +598,22 @@ export class EscrowRail implements Rail {
     const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
     const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
     let paid: bigint | undefined;
+    let other: string | undefined; // a Settled log of the channel for another amount (one transaction can settle twice)
     for (const l of receipt.logs) {
       if (!same(l.address, this.#c.contract)) continue;
       try {
         const ev = decodeEventLog({ abi: ESCROW_ABI, data: l.data, topics: l.topics });
         if (ev.eventName !== 'Settled' || !same(ev.args.channelId, channel)) continue;
-        if (BigInt(ev.args.cumulativeAmount) !== s.amount_micro)
-          return `the Settled log of ${receipt.transactionHash} names cumulative ${ev.args.cumulativeAmount}, not this settlement's ${s.amount_micro}`;
+        if (BigInt(ev.args.cumulativeAmount) !== s.amount_micro) {
+          other ??= `the Settled log of ${receipt.transactionHash} names cumulative ${ev.args.cumulativeAmount}, not this settlement's ${s.amount_micro}`;
+          continue;
+        }
         paid = BigInt(ev.args.paid);
       } catch {
         continue;
       }
     }
+    if (paid === undefined && other) return other;
     if (paid === undefined)
       return `settle transaction ${receipt.transactionHash} mined without a Settled log for channel ${channel}: nothing was paid (the channel had already settled as much)`;
     const transfer = receipt.logs.some((l) => {
