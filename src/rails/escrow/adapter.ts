@@ -549,12 +549,17 @@ export class EscrowRail implements Rail {
 
   /** What the settlement's receipt names: the mined transaction, its block, this chain, the contract and the channel. */
   async #proof(s: SettlementRow, receipt: TransactionReceipt): Promise<RailReference> {
-    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
-    const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
+    const channel = await this.#channelOf(s);
     return {
       rail: 'escrow', chainId: this.#c.chainId, contract: this.#c.contract.toLowerCase(), txHash: receipt.transactionHash,
       blockNumber: Number(receipt.blockNumber), ...(channel ? { channel: channel.toLowerCase() } : {}),
     };
+  }
+
+  /** The channel of the settlement's stream, from its credential's claims (undefined without a store or the stream). */
+  async #channelOf(s: SettlementRow): Promise<Hex | undefined> {
+    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
+    return stream ? (JSON.parse(stream.claims) as { channel?: Hex }).channel : undefined;
   }
 
   /**
@@ -571,8 +576,7 @@ export class EscrowRail implements Rail {
   async #paidElsewhere(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
     const mined = receipts.filter((r) => r.status === 'success').map((r) => r.blockNumber);
     if (mined.length === 0) return { error: '' };
-    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
-    const channel = stream ? (JSON.parse(stream.claims) as { channel?: Hex }).channel : undefined;
+    const channel = await this.#channelOf(s);
     if (!channel) return { error: '' };
     const top = mined.reduce((a, b) => (a > b ? a : b));
     const floor = top >= SETTLED_LOOKBACK_BLOCKS ? top - SETTLED_LOOKBACK_BLOCKS + 1n : 0n;
@@ -595,8 +599,7 @@ export class EscrowRail implements Rail {
    * A string says what is missing.
    */
   async #paid(s: SettlementRow, receipt: TransactionReceipt): Promise<true | string> {
-    const stream = this.#store ? await streams.get(this.#store.q, s.node_id, s.stream) : undefined;
-    const channel = stream ? (JSON.parse(stream.claims) as { channel?: string }).channel : undefined;
+    const channel = await this.#channelOf(s);
     let paid: bigint | undefined;
     let other: string | undefined; // a Settled log of the channel for another amount (one transaction can settle twice)
     for (const l of receipt.logs) {
