@@ -34,6 +34,8 @@ export interface DaemonOptions {
   host: string;
   port: number;
   rateLimit: number;
+  /** How long an idle keep-alive connection stays open (--keep-alive-timeout; default KEEP_ALIVE_TIMEOUT_MS). */
+  keepAliveTimeoutMs?: number;
   service?: Partial<ServiceConfig>;
   retrySchedule?: number[];
   deliveryTimeoutMs?: number;
@@ -55,6 +57,16 @@ export interface Daemon {
   pruner: Pruner;
   stop(): Promise<void>;
 }
+
+/**
+ * An idle keep-alive connection's lifetime on the daemon's side. Node's default (5 s) is shorter than the idle timeout of
+ * most clients that reuse connections (node's http.Agent keeps a free socket until the server closes it unless told
+ * otherwise; nginx upstream keepalive 60 s; load balancers 60 s): the server then closes a connection at the moment the
+ * client sends its next request on it, and that request fails with ECONNRESET (bench/headroom lost 11 of 10,000 so).
+ * 65 s is longer than those, so the client is the side that closes; the response's `Keep-Alive: timeout=65` tells
+ * clients that read it (node, undici) to let go first.
+ */
+export const KEEP_ALIVE_TIMEOUT_MS = 65_000;
 
 /** Keys trusted from a URL are fetched again every NODE_SVC_KEYS_REFRESH (default 10m) and cached in the store. */
 function startKeyRefresh(store: Store, state: KeyRefreshState): NodeJS.Timeout {
@@ -137,7 +149,11 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
     server = await new Promise((resolve, reject) => {
       const s = serve({
         fetch: app.fetch, hostname: o.host, port: o.port,
-        createServer: ((options: ServerOptions, hono: RequestListener) => createServer(options, app.listener(hono))) as never,
+        createServer: ((options: ServerOptions, hono: RequestListener) => {
+          const server = createServer(options, app.listener(hono));
+          server.keepAliveTimeout = o.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS;
+          return server;
+        }) as never,
       }, () => resolve(s));
       s.once('error', reject);
     });
@@ -183,6 +199,9 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
             resolve();
           });
         });
+        // Connections of requests still in flight close as soon as their answer is sent, not after the keep-alive
+        // timeout (65 s: a drain would wait that long for a client that holds its connection).
+        (server as unknown as { keepAliveTimeout: number }).keepAliveTimeout = 1;
         (server as unknown as { closeIdleConnections?: () => void }).closeIdleConnections?.();
       });
       return stopping;

@@ -149,6 +149,7 @@ export function buildProgram(sink: Sink, json = false): Command {
     .addOption(new Option('--webhook-deny <cidrs>', 'never deliver to these networks (link-local and metadata are always refused)').env('NODE_SVC_WEBHOOK_DENY'))
     .addOption(new Option('--max-subscriptions <n>', 'webhook subscriptions per node at most (default 20; beyond: 429 limit_exceeded)').env('NODE_SVC_MAX_SUBSCRIPTIONS'))
     .addOption(new Option('--store-pool <n>', 'PostgreSQL store: write transactions at once, 1 to 100 (default 10); writes beyond wait and commit together. A database sharing this machine\'s cores: fewer (2) cost less CPU per write; one across a network: more overlap its round trips').env('NODE_SVC_STORE_POOL'))
+    .addOption(new Option('--keep-alive-timeout <seconds>', 'how long an idle keep-alive connection stays open, 1 to 3600 (default 65: longer than the idle timeout of clients and proxies that reuse connections, so the daemon is never the side that closes one as a request is sent on it)').env('NODE_SVC_KEEP_ALIVE_TIMEOUT'))
     .addOption(new Option('--max-redeliveries <n>', 'redeliveries pending per node at most (default 1000; beyond: 429 limit_exceeded)').env('NODE_SVC_MAX_REDELIVERIES'))
     .addOption(new Option('--mode <mode>', 'settle on a rail: escrow or card (default: no settlement)').env('NODE_SVC_MODE'))
     .addOption(new Option('--rail <env>', 'sandbox (local dev chain / test keys) or production').env('NODE_SVC_RAIL'))

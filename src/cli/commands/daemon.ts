@@ -23,6 +23,7 @@ export interface DaemonFlags extends RailFlags {
   maxSubscriptions?: string;
   maxRedeliveries?: string;
   storePool?: string;
+  keepAliveTimeout?: string;
   alertFailingAfter?: string;
   alertWalletMin?: string;
 }
@@ -57,6 +58,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   const deny = f.webhookDeny ? parseCidrs(f.webhookDeny) : [];
   if (typeof allow === 'string') throw usageError(`--webhook-allow: ${allow}`);
   if (typeof deny === 'string') throw usageError(`--webhook-deny: ${deny}`);
+  const keepAlive = f.keepAliveTimeout === undefined ? undefined : int('--keep-alive-timeout', f.keepAliveTimeout, 1, 3600);
   const alertFailingAfter = f.alertFailingAfter === undefined ? undefined : int('--alert-failing-after', f.alertFailingAfter, 1, 1000);
   if (f.alertWalletMin !== undefined && !/^\d{1,30}$/.test(f.alertWalletMin)) throw usageError(`--alert-wallet-min "${f.alertWalletMin}" is not a whole number of wei`, 'e.g. 10000000000000000 (0.01 ETH)');
   // The store URL: flag > env > config `store` > SQLite in the data dir. A secret: never printed.
@@ -71,6 +73,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
     dataDir, store, host: f.host, port, rateLimit: rate, ...(storePool ? { storePool } : {}),
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
+    ...(keepAlive ? { keepAliveTimeoutMs: keepAlive * 1000 } : {}),
     webhookPolicy: targetPolicy({ allow, deny }),
     service: {
       ...(retentionMs !== undefined ? { retentionMs } : {}),

@@ -437,10 +437,10 @@ export class EscrowRail implements Rail {
    * Which mined transaction paid: the one whose receipt proves the payment (any of them: one of this settlement's own
    * transactions that mined after it found the channel already settled this far and paid nothing). None: why not.
    */
-  async #payingReceipt(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
+  async #payingReceipt(s: SettlementRow, receipts: TransactionReceipt[], channel: Hex | undefined): Promise<TransactionReceipt | { error: string }> {
     let why: string | undefined;
     for (const r of receipts) {
-      const proof = r.status === 'success' ? await this.#paid(s, r) : `settle transaction ${r.transactionHash} reverted in block ${r.blockNumber}`;
+      const proof = r.status === 'success' ? this.#paid(s, r, channel) : `settle transaction ${r.transactionHash} reverted in block ${r.blockNumber}`;
       if (proof === true) return r;
       why ??= proof;
     }
@@ -457,13 +457,14 @@ export class EscrowRail implements Rail {
     const own = { id: s.id, lastBroadcastAt: Number(s.last_broadcast_at ?? s.submitted_at ?? s.created_at), what: { settlement: s.id, stream: s.stream } };
     const record = (next: TxDetail) => this.#record(s.id, next);
     if (receipts.length === 0) return this.#unmined({ ...own, attempts: Number(s.attempts) }, d, latestCount, record);
-    let receipt = await this.#payingReceipt(s, receipts);
+    const channel = await this.#channelOf(s); // read once per poll: every proof below is about this channel
+    let receipt = await this.#payingReceipt(s, receipts, channel);
     // One of its transactions may wait at a nonce the chain has not reached: it holds that nonce until the chain passes it.
     const waiting = await this.#waiting(own, d, latestCount, record);
     if ('error' in receipt && this.#paidBy.has(s.id)) {
       // A payment by another transaction, found at an earlier poll: its receipt read again (a reorg may have dropped it).
       const r = await this.#client.getTransactionReceipt({ hash: this.#paidBy.get(s.id)! }).catch(() => null);
-      if (r && r.status === 'success' && (await this.#paid(s, r)) === true) receipt = r;
+      if (r && r.status === 'success' && this.#paid(s, r, channel) === true) receipt = r;
       else this.#paidBy.delete(s.id);
     }
     if ('error' in receipt) {
@@ -481,7 +482,7 @@ export class EscrowRail implements Rail {
       this.#nonceUsedSince.delete(s.id);
       // Its own transactions mined without paying because the channel had already settled this amount: the payer
       // submitted this voucher, or an earlier settlement of this daemon that was failed paid it. That payment is the proof.
-      const elsewhere = await this.#paidElsewhere(s, receipts);
+      const elsewhere = await this.#paidElsewhere(s, receipts, channel);
       if ('error' in elsewhere) {
         const why = `${receipt.error}${elsewhere.error ? `; ${elsewhere.error}` : ''}`;
         return { state: 'failed', error: unanswered.length === 0 ? why : `${why}; ${at} was used by another transaction of this wallet (no receipt of this settlement's there for ${NONCE_USED_GRACE_MS / 1000} s)` };
@@ -500,7 +501,7 @@ export class EscrowRail implements Rail {
     if (waiting !== undefined) return { state: 'checkpointed', block: receipt.blockNumber };
     const final = async (): Promise<SettlementState> => {
       this.#paidBy.delete(s.id);
-      return { state: 'final', proof: await this.#proof(s, receipt) };
+      return { state: 'final', proof: this.#proof(receipt, channel) };
     };
     if (this.#c.confirmations > 0) {
       const latest = await this.#client.getBlockNumber({ cacheTime: 0 });
@@ -548,8 +549,7 @@ export class EscrowRail implements Rail {
   }
 
   /** What the settlement's receipt names: the mined transaction, its block, this chain, the contract and the channel. */
-  async #proof(s: SettlementRow, receipt: TransactionReceipt): Promise<RailReference> {
-    const channel = await this.#channelOf(s);
+  #proof(receipt: TransactionReceipt, channel: Hex | undefined): RailReference {
     return {
       rail: 'escrow', chainId: this.#c.chainId, contract: this.#c.contract.toLowerCase(), txHash: receipt.transactionHash,
       blockNumber: Number(receipt.blockNumber), ...(channel ? { channel: channel.toLowerCase() } : {}),
@@ -573,10 +573,9 @@ export class EscrowRail implements Rail {
    * A read the node does not answer throws (the settler polls again: a refused read must not fail a settlement and
    * send another no-op).
    */
-  async #paidElsewhere(s: SettlementRow, receipts: TransactionReceipt[]): Promise<TransactionReceipt | { error: string }> {
+  async #paidElsewhere(s: SettlementRow, receipts: TransactionReceipt[], channel: Hex | undefined): Promise<TransactionReceipt | { error: string }> {
     const mined = receipts.filter((r) => r.status === 'success').map((r) => r.blockNumber);
     if (mined.length === 0) return { error: '' };
-    const channel = await this.#channelOf(s);
     if (!channel) return { error: '' };
     const top = mined.reduce((a, b) => (a > b ? a : b));
     const floor = top >= SETTLED_LOOKBACK_BLOCKS ? top - SETTLED_LOOKBACK_BLOCKS + 1n : 0n;
@@ -586,7 +585,7 @@ export class EscrowRail implements Rail {
       for (const l of logs.reverse()) {
         if (l.args.cumulativeAmount !== s.amount_micro || !l.transactionHash) continue;
         const r = await this.#client.getTransactionReceipt({ hash: l.transactionHash });
-        if (r.status === 'success' && (await this.#paid(s, r)) === true) return r;
+        if (r.status === 'success' && this.#paid(s, r, channel) === true) return r;
       }
       if (lo === floor) break;
     }
@@ -598,8 +597,7 @@ export class EscrowRail implements Rail {
    * the settlement's cumulative amount, and the token's `Transfer` of the paid delta from the escrow to the wallet.
    * A string says what is missing.
    */
-  async #paid(s: SettlementRow, receipt: TransactionReceipt): Promise<true | string> {
-    const channel = await this.#channelOf(s);
+  #paid(s: SettlementRow, receipt: TransactionReceipt, channel: Hex | undefined): true | string {
     let paid: bigint | undefined;
     let other: string | undefined; // a Settled log of the channel for another amount (one transaction can settle twice)
     for (const l of receipt.logs) {
