@@ -151,7 +151,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
         fetch: app.fetch, hostname: o.host, port: o.port,
         createServer: ((options: ServerOptions, hono: RequestListener) => {
           const server = createServer(options, app.listener(hono));
-          server.keepAliveTimeout = o.keepAliveTimeoutMs ?? KEEP_ALIVE_TIMEOUT_MS;
+          server.keepAliveTimeout = o.keepAliveTimeoutMs || KEEP_ALIVE_TIMEOUT_MS; // 0 is not node's "never" here
           return server;
         }) as never,
       }, () => resolve(s));

@@ -413,14 +413,32 @@ export class DeliveryWorker {
     return { status: res.statusCode ?? null, error: null, retryAfter: parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, this.#o.now()) };
   }
 
-  /** One POST: the whole attempt (connect, send, status and body) bounded by the timeout; redirects never followed. */
-  #post(url: URL, headers: Record<string, string>, body: string): Promise<IncomingMessage> {
+  /**
+   * One POST: the whole attempt (connect, send, status and body) bounded by the timeout; redirects never followed.
+   * A kept-alive connection that the receiver closed as this request went out on it (ECONNRESET or EPIPE on a reused
+   * socket, nothing of an answer read) is not the receiver's failure: the request is sent once more, on another
+   * connection, within the same timeout (node's request.reusedSocket guidance; Go's Transport does the same for a
+   * request it may replay), on a new connection. A receiver whose idle timeout is shorter than FREE_SOCKET_IDLE_MS and that does not say so
+   * in a Keep-Alive header would otherwise fail an attempt now and then and wait the schedule's first retry. A
+   * delivery is at least once: the receiver dedupes by webhook-id, should it have read the first one.
+   */
+  #post(url: URL, headers: Record<string, string>, body: string, deadline = performance.now() + this.#o.timeoutMs, resent = false): Promise<IncomingMessage> {
     const https = url.protocol === 'https:';
     return new Promise((resolve, reject) => {
-      const req = (https ? httpsRequest : httpRequest)(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, agent: https ? this.#https : this.#http });
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${this.#o.timeoutMs / 1000} s`), { name: 'TimeoutError' })), this.#o.timeoutMs);
-      req.once('error', (err) => { clearTimeout(timer); reject(err); });
+      // The resend on a connection of its own (the pool's next idle one may be just as stale), resolved through the
+      // same address policy as the pool's.
+      const via = resent ? { agent: false as const, lookup: this.#o.policy.lookup } : { agent: https ? this.#https : this.#http };
+      const req = (https ? httpsRequest : httpRequest)(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, ...via });
+      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${this.#o.timeoutMs / 1000} s`), { name: 'TimeoutError' })), Math.max(0, deadline - performance.now()));
+      let answered = false;
+      req.once('error', (err: NodeJS.ErrnoException) => {
+        clearTimeout(timer);
+        if (!resent && !answered && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && deadline > performance.now())
+          return resolve(this.#post(url, headers, body, deadline, true));
+        reject(err);
+      });
       req.once('response', (res) => {
+        answered = true;
         let read = 0;
         res.on('data', (c: Buffer) => { read += c.length; if (read > 64 * 1024) res.destroy(); }); // drain, bounded
         res.once('end', () => { clearTimeout(timer); resolve(res); });
