@@ -111,8 +111,9 @@ describe('idle keep-alive connections', () => {
   });
 
   it('--keep-alive-timeout out of range or not an integer: refused, naming the flag', async () => {
-    for (const v of ['0', '3601', '1.5', 'x']) {
-      const r = await runCli(['--data-dir', dir.dataDir, 'daemon', '--port', '0', '--keep-alive-timeout', v]);
+    const values = ['0', '3601', '1.5', 'x'];
+    const runs = await Promise.all(values.map((v) => runCli(['--data-dir', dir.dataDir, 'daemon', '--port', '0', '--keep-alive-timeout', v])));
+    for (const r of runs) {
       expect(r.code, r.stderr).toBe(2);
       expect(r.stderr).toContain('--keep-alive-timeout must be an integer from 1 to 3600');
     }
