@@ -416,10 +416,10 @@ export class DeliveryWorker {
   /**
    * One POST: the whole attempt (connect, send, status and body) bounded by the timeout; redirects never followed.
    * A kept-alive connection that the receiver closed as this request went out on it (ECONNRESET or EPIPE on a reused
-   * socket, nothing of an answer read) is not the receiver's failure: the request is sent once more, on another
+   * socket, nothing of an answer read) is not the receiver's failure: the request is sent once more, on a new
    * connection, within the same timeout (node's request.reusedSocket guidance; Go's Transport does the same for a
-   * request it may replay), on a new connection. A receiver whose idle timeout is shorter than FREE_SOCKET_IDLE_MS and that does not say so
-   * in a Keep-Alive header would otherwise fail an attempt now and then and wait the schedule's first retry. A
+   * request it may replay). A receiver whose idle timeout is shorter than FREE_SOCKET_IDLE_MS and that does not say
+   * so in a Keep-Alive header would otherwise fail an attempt now and then and wait the schedule's first retry. A
    * delivery is at least once: the receiver dedupes by webhook-id, should it have read the first one.
    */
   #post(url: URL, headers: Record<string, string>, body: string, deadline = performance.now() + this.#o.timeoutMs, resent = false): Promise<IncomingMessage> {
