@@ -52,6 +52,7 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
     miner: { blockTime: o.blockTime ?? 0 },
     ...(o.dbPath ? { database: { dbPath: o.dbPath } } : {}),
   } as never);
+  const requests = countRequests(server.provider as unknown as RawProvider);
   await server.listen(o.port ?? 0, '127.0.0.1');
   const rpcUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
   const initial = (await server.provider.getInitialAccounts()) as Record<string, { secretKey: string }>;
@@ -115,7 +116,50 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
       return (await client.readContract({ address: token, abi: TOKEN_ABI, functionName: 'balanceOf', args: [address] })) as bigint;
     },
     async stop() {
+      await requests.drain(10_000);
       await server.close();
+    },
+  };
+}
+
+interface RawProvider { _requestRaw(args: { method: string; params?: unknown }): Promise<{ value: Promise<unknown> }> }
+
+/**
+ * ganache's `server.close()` closes its database while a call it is still simulating (an `eth_call`, a gas estimate)
+ * goes on and then writes to the closed database: an unhandled `WriteError: Database is not open` in the process that
+ * hosts the chain, after the client that asked (a daemon killed by a test) is gone. Every JSON-RPC request of the
+ * server goes through the provider's `_requestRaw` (ganache 7's connector); counting them there lets `stop()` refuse
+ * new requests and wait for the ones in flight (bounded) before it closes.
+ */
+function countRequests(provider: RawProvider): { drain(ms: number): Promise<void> } {
+  const raw = provider._requestRaw;
+  if (typeof raw !== 'function') throw new Error('the sandbox chain: this ganache has no provider._requestRaw to count requests with');
+  let inFlight = 0;
+  let stopping = false;
+  let idle: (() => void) | undefined;
+  const done = () => { if (--inFlight === 0) idle?.(); };
+  provider._requestRaw = async function (this: RawProvider, args) {
+    if (stopping) throw new Error('the sandbox chain is stopping');
+    inFlight++;
+    let r: { value: Promise<unknown> };
+    try {
+      r = await raw.call(this, args);
+    } catch (e) {
+      done();
+      throw e;
+    }
+    return { ...r, value: Promise.resolve(r.value).finally(done) };
+  };
+  return {
+    async drain(ms) {
+      stopping = true;
+      if (inFlight === 0) return;
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        new Promise<void>((resolve) => { idle = resolve; }),
+        new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); }),
+      ]);
+      clearTimeout(timer);
     },
   };
 }
