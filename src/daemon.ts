@@ -94,7 +94,8 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   boundHeapGrowth();
   // Before anything that makes spans; refuses the start on a bad OTEL_* variable. Loads nothing when tracing is off.
   await startTracing();
-  const store = await openStore({ dataDir: o.dataDir, store: o.store, ...(o.storePool ? { poolSize: o.storePool } : {}) });
+  // readsPerConnection 1: reads that overlap go out on connections of their own (a CLI command's share one).
+  const store = await openStore({ dataDir: o.dataDir, store: o.store, readsPerConnection: 1, ...(o.storePool ? { poolSize: o.storePool } : {}) });
   // SQLite: one daemon per data dir. PostgreSQL: any number of daemons share the database (leases, not a lock file).
   let unlock: () => void = () => undefined;
   try {

@@ -11,6 +11,8 @@ export interface StoreOptions {
   readonly?: boolean;
   /** PostgreSQL: write transactions at once (--store-pool; default 10). */
   poolSize?: number;
+  /** PostgreSQL: reads in flight per read connection before another opens (PostgresStoreOptions; the daemon: 1). */
+  readsPerConnection?: number;
 }
 
 /** --store, else NODE_SVC_STORE (flag > environment; the daemon also reads config `store` between them and the default). */
@@ -32,5 +34,5 @@ export async function openStore(o: StoreOptions): Promise<Store> {
   // The data dir still holds the daemon's config.json (and the dev sandbox's files): there when the store is.
   if (!o.readonly) ensureDataDir(o.dataDir);
   const { openPostgresStore } = await import('./postgres.js');
-  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly, ...(o.poolSize ? { poolSize: o.poolSize } : {}) });
+  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly, ...(o.poolSize ? { poolSize: o.poolSize } : {}), ...(o.readsPerConnection ? { readsPerConnection: o.readsPerConnection } : {}) });
 }

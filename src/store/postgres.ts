@@ -34,6 +34,12 @@ export interface PostgresStoreOptions {
    * (#runBatch): one COMMIT and one WAL flush for the group.
    */
   poolSize?: number;
+  /**
+   * Reads in flight on each read connection before another is opened (up to three; default 8): a CLI command's burst
+   * of reads goes out on the connection it opened the store on, one login. The daemon passes 1: a read that overlaps
+   * another gets a connection of its own, so one slow read (a page of events) holds up no other.
+   */
+  readsPerConnection?: number;
 }
 
 const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
@@ -377,15 +383,44 @@ function beginsWithFirst(client: pg.PoolClient, beginSql: string): Runner {
  */
 class Pipelines {
   readonly #slots: Array<Promise<pg.Client> | undefined>;
-  #next = 0;
+  /** Reads in flight (or waiting for their connection to open) per slot. */
+  readonly #pending: number[];
+  /** Slots whose connection was borrowed from the write pool: handed back, not ended. */
+  readonly #borrowed = new Map<number, pg.PoolClient>();
+  #mayBorrow = true;
   #closed = false;
-  constructor(private readonly config: pg.ClientConfig, n: number, private readonly fail: (err: unknown) => never) {
+  constructor(
+    private readonly config: pg.ClientConfig,
+    n: number,
+    private readonly fail: (err: unknown) => never,
+    /** An idle connection of the write pool, when it has one (the one the store was opened on): the first read's. */
+    private readonly borrow: () => Promise<pg.PoolClient> | undefined,
+    private readonly growAt: number,
+  ) {
     this.#slots = new Array(n).fill(undefined);
+    this.#pending = new Array(n).fill(0);
   }
 
-  async query(config: pg.QueryConfig): Promise<pg.QueryResult> {
-    if (this.#closed) throw new NodeSvcError('store', 'the store is closed');
-    const i = this.#next++ % this.#slots.length;
+  query(config: pg.QueryConfig): Promise<pg.QueryResult> {
+    if (this.#closed) return Promise.reject(new NodeSvcError('store', 'the store is closed'));
+    const i = this.#pick();
+    this.#pending[i]!++;
+    return this.#run(i, config).finally(() => { this.#pending[i]!--; });
+  }
+
+  /**
+   * The least busy connection open (or opening); another is opened only once each has `growAt` reads in its pipeline
+   * (PostgresStoreOptions.readsPerConnection).
+   */
+  #pick(): number {
+    let best = -1;
+    for (let i = 0; i < this.#slots.length; i++) if (this.#slots[i] && (best < 0 || this.#pending[i]! < this.#pending[best]!)) best = i;
+    if (best >= 0 && this.#pending[best]! < this.growAt) return best;
+    const free = this.#slots.indexOf(undefined);
+    return free >= 0 ? free : best;
+  }
+
+  async #run(i: number, config: pg.QueryConfig): Promise<pg.QueryResult> {
     let c: pg.Client;
     try {
       c = await (this.#slots[i] ??= this.#open(i));
@@ -397,18 +432,44 @@ class Pipelines {
   }
 
   #open(i: number): Promise<pg.Client> {
-    const c = new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
-    // The connection died (or never opened): its reads in flight fail; the next read opens another.
-    const drop = () => { if (this.#slots[i] === opened) this.#slots[i] = undefined; };
-    c.on('error', drop);
-    c.on('end', drop);
-    const opened: Promise<pg.Client> = c.connect().then(() => c, (err: unknown) => { drop(); throw err; });
+    // Once per store, the first connection (two opened at once must not both take one of the pool's).
+    const lent = this.#mayBorrow ? this.borrow() : undefined;
+    this.#mayBorrow = false;
+    let c: pg.Client | undefined;
+    // The connection died (or never opened): its reads in flight fail; the next read opens another. A borrowed one
+    // goes back to the pool destroyed (the pool then counts it free).
+    const drop = () => {
+      if (this.#slots[i] === opened) this.#slots[i] = undefined;
+      const b = this.#borrowed.get(i);
+      if (b && b === c) { this.#borrowed.delete(i); b.release(true); }
+    };
+    const opened: Promise<pg.Client> = (async () => {
+      if (lent) {
+        const b = await lent;
+        c = b;
+        this.#borrowed.set(i, b);
+      } else {
+        c = new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
+        c.on('error', drop);
+        c.on('end', drop);
+        await c.connect();
+      }
+      if (lent) { c.on('error', drop); c.on('end', drop); }
+      return c;
+    })().catch((err: unknown) => { drop(); throw err; });
     return opened;
   }
 
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#slots.map(async (s) => { try { await (await s)?.end(); } catch { /* already gone */ } }));
+    await Promise.all(this.#slots.map(async (s, i) => {
+      try {
+        const c = await s;
+        // A borrowed connection goes back to the pool, whose end() (the store's close, next) closes it and waits.
+        const b = this.#borrowed.get(i);
+        if (b) { this.#borrowed.delete(i); b.release(); } else await c?.end();
+      } catch { /* already gone */ }
+    }));
   }
 }
 
@@ -479,7 +540,8 @@ class PgStore implements PostgresStore {
     };
     this.#pool = new pg.Pool({
       ...session,
-      max: (this.#maxRunning = opts.poolSize ?? 10),
+      // One more than the writes run at once: the first read connection may be one of the pool's (Pipelines.borrow).
+      max: (this.#maxRunning = opts.poolSize ?? 10) + 1,
       idleTimeoutMillis: 30_000,
       // Queries are written without waiting for the previous answer: a write's BEGIN travels with its first statement
       // (#runWrite). Each statement of a transaction still waits for its answer (the next one depends on it).
@@ -503,7 +565,7 @@ class PgStore implements PostgresStore {
     // Reads go through a few shared pipelined connections (Pipelines).
     this.#reads = new Pipelines(session as pg.ClientConfig, READ_CONNECTIONS, (err) => {
       throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`);
-    });
+    }, () => (this.#pool.idleCount > 0 ? this.#pool.connect() : undefined), opts.readsPerConnection ?? 8);
     const reads = this.#sql({ query: (config) => this.#reads.query(config) }, () => true);
     this.q = { ...reads, run: this.autocommit.run };
     // A run() outside write() is one statement committed on its own (autocommit: one round trip, durable when it
@@ -938,6 +1000,20 @@ class PgStore implements PostgresStore {
 
   async migrate(readonly: boolean): Promise<void> {
     const client = await this.#connectForOpen();
+    // The schema already current (every start but the first of a new version): one statement, no transaction and no
+    // lock. A database without the table (42P01: node-svc never used it), or behind, takes the migration lock below.
+    try {
+      const { rows } = await client.query('SELECT version FROM node_svc_schema');
+      if (Number(rows[0]?.version) === LATEST_VERSION) {
+        client.release();
+        return;
+      }
+    } catch (err) {
+      if ((err as { code?: string }).code !== '42P01') {
+        client.release(true);
+        throw this.#openError(err);
+      }
+    }
     try {
       await client.query('BEGIN');
       // Two daemons starting together: the second waits here and then finds nothing to do.

@@ -39,7 +39,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
   let dbs = 0;
   /** A new, empty database on the server. */
   const freshDb = () => ensureDatabase(base, `pgstore_${process.pid}_${++dbs}`);
-  const openAt = async (url: string, o: { readonly?: boolean; poolSize?: number } = {}) => {
+  const openAt = async (url: string, o: { readonly?: boolean; poolSize?: number; readsPerConnection?: number } = {}) => {
     const s = await openPostgresStore(url, { dataDir: join(root, 'data'), ...o });
     open.push(s);
     return s;
@@ -107,6 +107,55 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         .rejects.toThrow(/parameter \$1 \(@maybe\).*CAST\(@maybe AS TEXT\)/);
       await expect(s.q.get('SELECT id FROM t WHERE id = ? AND ? IS NULL', [1, null])).rejects.toThrow(/\(the 2nd \?\)/);
       expect(await s.q.value('SELECT CASE WHEN CAST(@maybe AS TEXT) IS NULL THEN 0 ELSE 1 END AS x FROM t WHERE id = @id', { maybe: null, id: 1 })).toBe(0);
+    });
+  });
+
+  describe('connections', () => {
+    /** The store's connections to `url`'s database, as the server sees them (pg_stat_activity is live, not sampled). */
+    const sessions = async (url: string) => {
+      const c = new pg.Client({ connectionString: base });
+      await c.connect();
+      try {
+        return Number((await c.query("SELECT COUNT(*) AS n FROM pg_stat_activity WHERE datname = $1 AND application_name = 'node-svc'", [new URL(url).pathname.slice(1)])).rows[0].n);
+      } finally {
+        await c.end();
+      }
+    };
+
+    it('a store opened on a current schema reads on the connection it was opened on: a burst of reads logs in once', async () => {
+      const url = await freshDb();
+      await (await openAt(url)).close(); // migrated
+      const s = await openAt(url);
+      // What a CLI command does (`nodes list` reads each node's token at once): 6 reads in one turn. Before, they were
+      // spread over 3 read connections opened for them, beside the idle one the store was opened on: 4 logins.
+      const pids = await Promise.all(Array.from({ length: 6 }, () => s.q.value<number>('SELECT pg_backend_pid() AS p')));
+      expect(new Set(pids).size).toBe(1);
+      // (a closed connection's server process ends a moment after the client's close)
+      await waitFor(async () => (await sessions(url)) === 1, 'one session', 5_000);
+      await s.close();
+      await waitFor(async () => (await sessions(url)) === 0, 'no session after close()', 5_000);
+    });
+
+    it('a daemon\'s store (readsPerConnection 1): two overlapping reads go out on two connections', async () => {
+      const s = await openAt(await freshDb(), { readsPerConnection: 1 });
+      const pids = await Promise.all([1, 2].map(() => s.q.value<number>('SELECT pg_backend_pid() AS p')));
+      expect(new Set(pids).size).toBe(2);
+    });
+
+    it('reads under load still spread over the three read connections; writes keep their pool beside them', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 2 });
+      const pids = await Promise.all(Array.from({ length: 100 }, () => s.q.value<number>('SELECT pg_backend_pid() AS p')));
+      expect(new Set(pids).size).toBe(3);
+      // Two writes at once each get a connection of their own (the pool is not short of the one lent to reads).
+      let release!: () => void;
+      const held = new Promise<void>((r) => { release = r; });
+      let inside = 0;
+      const writes = [1, 2].map(() => s.write(async (tx) => { const p = await tx.value<number>('SELECT pg_backend_pid() AS p'); inside++; await held; return p; }));
+      await waitFor(() => inside === 2, 'both writes holding a connection at once (the pool short of the one lent to reads would hold the second back)', 3_000);
+      release();
+      const writers = await Promise.all(writes);
+      expect(new Set(writers).size).toBe(2);
+      for (const w of writers) expect(pids).not.toContain(w);
     });
   });
 
