@@ -433,8 +433,13 @@ export class DeliveryWorker {
       let answered = false;
       req.once('error', (err: NodeJS.ErrnoException) => {
         clearTimeout(timer);
-        if (!resent && !answered && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && deadline > performance.now())
+        if (!resent && !answered && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && deadline > performance.now()) {
+          // Counted and logged (debug: a receiver with a short idle timeout does this routinely), so that an operator
+          // can tell a resend from a first send; the host only (a URL's path or query can hold a receiver's secret).
+          metrics.resends.inc({ code: err.code });
+          log.debug('webhook request sent again on a new connection: the receiver closed the kept-alive one as it went out', { code: err.code, host: url.host, webhookId: headers['webhook-id'] });
           return resolve(this.#post(url, headers, body, deadline, true));
+        }
         reject(err);
       });
       req.once('response', (res) => {

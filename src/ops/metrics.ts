@@ -59,6 +59,8 @@ export const metrics = {
   verify: new Counter('node_svc_verify_results_total', 'Credential verify answers by result (valid or the refusal name)'),
   deliveries: new Counter('node_svc_webhook_deliveries_total', 'Webhook delivery attempts by outcome (delivered, failed, dead, gone)')
     .zero(...['delivered', 'failed', 'dead', 'gone'].map((outcome) => ({ outcome }))),
+  resends: new Counter('node_svc_webhook_resends_total', 'Webhook requests sent again at once on a new connection: the receiver closed the kept-alive one as the request went out (ECONNRESET or EPIPE before any answer), by error code')
+    .zero({ code: 'ECONNRESET' }, { code: 'EPIPE' }),
   deliveryLatency: new Histogram('node_svc_webhook_delivery_latency_seconds', 'From event recorded to acknowledged delivery', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 5, 30, 300, 3600]),
   attemptDuration: new Histogram('node_svc_webhook_attempt_duration_seconds', 'One delivery attempt, from sending the request to the receiver\'s answer (or the error), by outcome', [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30]),
   settlements: new Counter('node_svc_settlements_total', 'Settlement transitions by rail and state (submitted, checkpointed, final, failed)'),
@@ -84,7 +86,7 @@ export interface Gauge {
  * stay — so /metrics still answers, with node_svc_store_up and node_svc_health_status saying why.
  */
 export async function renderMetrics(gauges: Gauge[]): Promise<string> {
-  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render(), metrics.x402Verify.render(), metrics.x402Settle.render()];
+  const parts = [metrics.requests.render(), metrics.verify.render(), metrics.deliveries.render(), metrics.resends.render(), metrics.deliveryLatency.render(), metrics.attemptDuration.render(), metrics.settlements.render(), metrics.alerts.render(), metrics.x402Verify.render(), metrics.x402Settle.render()];
   for (const g of gauges) {
     const v = await g.read().catch(() => []);
     const lines = [`# HELP ${g.name} ${g.help}`, `# TYPE ${g.name} ${g.counter ? 'counter' : 'gauge'}`];

@@ -65,7 +65,7 @@ describe('a kept-alive connection the receiver resets as a delivery goes out on 
     issuer = await issuerKeyPair();
     ({ tokenA } = await setupNodes(t.dataDir, issuer));
     // A failed attempt would wait 60 s for its retry: longer than this test waits for the delivery.
-    daemon = await startDaemon(t.dataDir, { args: ['--retry-schedule', '60'] });
+    daemon = await startDaemon(t.dataDir, { args: ['--retry-schedule', '60'], env: { NODE_SVC_LOG_LEVEL: 'debug' } });
   }, 60_000);
   afterAll(async () => {
     await daemon?.stop();
@@ -100,5 +100,13 @@ describe('a kept-alive connection the receiver resets as a delivery goes out on 
     }, 'the attempt recorded', 10_000);
     expect(attempts.filter((a) => a.eventId === id)).toEqual([expect.objectContaining({ attempt: 1, outcome: 'delivered', statusCode: 200, error: null })]);
     expect(attempts.every((a) => a.outcome === 'delivered'), JSON.stringify(attempts)).toBe(true);
+    // The resend is visible: counted in /metrics by its error code (exported from 0 for both), logged at debug.
+    const metrics = await fetch(`${daemon.url}/metrics`).then((r) => r.text());
+    expect(metrics).toMatch(/^node_svc_webhook_resends_total\{code="ECONNRESET"\} 1$/m);
+    expect(metrics).toMatch(/^node_svc_webhook_resends_total\{code="EPIPE"\} 0$/m);
+    const line = daemon.stderr.split('\n').find((l) => l.includes('sent again on a new connection'));
+    expect(line, daemon.stderr.slice(-2000)).toBeDefined();
+    expect(JSON.parse(line!)).toMatchObject({ level: 'debug', code: 'ECONNRESET', host: new URL(url).host, webhookId: id });
+    expect(line).not.toContain('/hook');
   });
 });
