@@ -693,13 +693,20 @@ describe('HTTP conventions (DESIGN §10)', () => {
         expect(reads.map((r) => r.status)).toEqual(Array(8).fill(404));
         const lists = await Promise.all(Array.from({ length: 8 }, () => http(d.url, '/v1/streams', { token: s.tokenA })));
         const limited = lists.filter((r) => r.status === 429);
-        expect(limited.length).toBeGreaterThanOrEqual(4);
-        const read = await http(d.url, '/v1/streams/x/headroom', { token: s.tokenA });
-        expectProblem(read, 429, 'rate_limited');
-        expect(Number(read.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+        // Separate buckets would let all 8 through (burst 10); one shared bucket had 2 left, plus a token per 200 ms.
+        expect(limited.length).toBeGreaterThanOrEqual(1);
+        // The direct read path spends the same bucket: refused by name once it is empty. Several at once, not one: the
+        // bucket refills one token every 200 ms, and a loaded CI machine (PostgreSQL pass) took longer than that
+        // between the lists above and a single read, which then found a token (404 where 429 was expected).
+        const after = await Promise.all(Array.from({ length: 8 }, () => http(d.url, '/v1/streams/x/headroom', { token: s.tokenA })));
+        for (const r of after) expect([404, 429], r.text).toContain(r.status);
+        const refused = after.filter((r) => r.status === 429);
+        expect(refused.length).toBeGreaterThanOrEqual(1);
+        expectProblem(refused[0]!, 429, 'rate_limited');
+        expect(Number(refused[0]!.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
         const m = await http(d.url, '/metrics');
-        expect(m.text).toMatch(/^node_svc_http_requests_total\{method="GET",route="\/v1\/streams\/:id\/headroom",status="404"\} 8$/m);
-        expect(m.text).toMatch(/^node_svc_http_requests_total\{method="GET",route="\/v1\/streams\/:id\/headroom",status="429"\} 1$/m);
+        expect(m.text).toMatch(new RegExp(`^node_svc_http_requests_total\\{method="GET",route="/v1/streams/:id/headroom",status="404"\\} ${8 + after.length - refused.length}$`, 'm'));
+        expect(m.text).toMatch(new RegExp(`^node_svc_http_requests_total\\{method="GET",route="/v1/streams/:id/headroom",status="429"\\} ${refused.length}$`, 'm'));
         expect(await d.stop('SIGTERM')).toBe(0);
       } finally {
         await d.stop('SIGKILL');
