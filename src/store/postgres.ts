@@ -385,8 +385,8 @@ class Pipelines {
   readonly #slots: Array<Promise<pg.Client> | undefined>;
   /** Reads in flight (or waiting for their connection to open) per slot. */
   readonly #pending: number[];
-  /** Slots whose connection was borrowed from the write pool: handed back, not ended. */
-  readonly #borrowed = new Map<number, pg.PoolClient>();
+  /** The read connection borrowed from the write pool (at most one, the first): handed back, not ended. */
+  #borrowed: pg.PoolClient | undefined;
   #mayBorrow = true;
   #closed = false;
   constructor(
@@ -440,21 +440,13 @@ class Pipelines {
     // goes back to the pool destroyed (the pool then counts it free).
     const drop = () => {
       if (this.#slots[i] === opened) this.#slots[i] = undefined;
-      const b = this.#borrowed.get(i);
-      if (b && b === c) { this.#borrowed.delete(i); b.release(true); }
+      if (c && c === this.#borrowed) { this.#borrowed = undefined; (c as pg.PoolClient).release(true); }
     };
     const opened: Promise<pg.Client> = (async () => {
-      if (lent) {
-        const b = await lent;
-        c = b;
-        this.#borrowed.set(i, b);
-      } else {
-        c = new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
-        c.on('error', drop);
-        c.on('end', drop);
-        await c.connect();
-      }
-      if (lent) { c.on('error', drop); c.on('end', drop); }
+      c = lent ? (this.#borrowed = await lent) : new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
+      c.on('error', drop);
+      c.on('end', drop);
+      if (!lent) await c.connect();
       return c;
     })().catch((err: unknown) => { drop(); throw err; });
     return opened;
@@ -462,12 +454,11 @@ class Pipelines {
 
   async close(): Promise<void> {
     this.#closed = true;
-    await Promise.all(this.#slots.map(async (s, i) => {
+    await Promise.all(this.#slots.map(async (s) => {
       try {
         const c = await s;
         // A borrowed connection goes back to the pool, whose end() (the store's close, next) closes it and waits.
-        const b = this.#borrowed.get(i);
-        if (b) { this.#borrowed.delete(i); b.release(); } else await c?.end();
+        if (c && c === this.#borrowed) { this.#borrowed = undefined; (c as pg.PoolClient).release(); } else await c?.end();
       } catch { /* already gone */ }
     }));
   }
