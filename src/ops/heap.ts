@@ -3,7 +3,15 @@
 // started in-process (setting them twice costs nothing): the young generation grows while the CLI's modules load, and
 // a factor set after that (as startDaemon alone did until 2026-11-27) no longer keeps it small (bench/memory: 118-122
 // MB peak against 105-106 MB with the flags set at the start).
-import { setFlagsFromString } from 'node:v8';
+import { createRequire } from 'node:module';
+
+/**
+ * node:v8, required when a flag is set, not imported: it loads node's heap utilities and with them the stream modules
+ * (about 1 ms of every command's start, bench/cli-start), and only the daemon sets flags.
+ */
+const setFlagsFromString = (flags: string): void =>
+  // Any absolute path resolves a builtin; this module is bundled into CommonJS files where import.meta is empty.
+  (createRequire(process.execPath)('node:v8') as typeof import('node:v8')).setFlagsFromString(flags);
 
 /**
  * The daemon is long-running and allocates in bursts (webhook deliveries): by default V8 lets the old space grow

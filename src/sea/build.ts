@@ -1,17 +1,19 @@
 // `npm run build:binary`: dist/node-svc, one executable made with node's Single Executable Applications feature
 // (DESIGN §12). Run after `npm run build`: it bundles what tsc wrote to dist/.
 //   1. dist/sea/entry.js → one small CJS file: cli/main.ts and what `verify` runs; every other dynamic import of ours
-//      becomes importRest() (src/sea/rest.ts). The SEA main (a SEA main must be CJS) is dist/sea/snapshot.js, which
-//      node runs when it makes the blob: it compiles that file with every function and initializes verify's modules,
-//      and the binary starts from that heap (a startup snapshot). With --no-snapshot, the file is an asset with a V8
-//      code cache of every function (another asset), run by the stub dist/sea/start.js;
+//      becomes importRest() (src/sea/rest.ts). That file is an asset with a V8 code cache of every function (another
+//      asset), run by the SEA main (a SEA main must be CJS), the stub dist/sea/start.js. With --snapshot, the SEA main
+//      is dist/sea/snapshot.js instead, which node runs when it makes the blob: it compiles that file with every
+//      function and initializes verify's modules, and the binary starts from that heap (a startup snapshot). The stub
+//      is the default since 2026-11-29: on this machine the snapshot's larger heap now costs more to map than it saves
+//      (farm-bench, 30 paired runs, three times: the stub's verify 0.89-0.91 x the snapshot's);
 //   1b. those dynamically imported modules, every lazily imported command within included → a second CJS file, an
 //      asset, with a V8 code cache made here for it (another asset);
 //   2. each TUI module the CLI imports lazily → an ESM asset (ink's dependencies use top-level await);
 //   3. those, the manifest and better-sqlite3's addon → a blob (`node --experimental-sea-config`);
 //   4. the blob → a copy of this very node (the addon was built for it), with postject.
-// Options: --out <file> (default dist/node-svc), --no-snapshot (the CLI as an asset run by a stub, with its code
-// cache), --no-code-cache, --keep (keep and print the work dir).
+// Options: --out <file> (default dist/node-svc), --snapshot (a startup snapshot instead of the stub), --no-code-cache,
+// --keep (keep and print the work dir). --no-snapshot is accepted and is the default.
 import { build, type BuildResult, type Plugin } from 'esbuild';
 import { spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
@@ -36,7 +38,7 @@ const require = createRequire(import.meta.url);
 export interface BuildOptions {
   out?: string;
   codeCache?: boolean;
-  /** A startup snapshot holding the CLI compiled and verify's modules initialized (snapshot.ts); else start.ts. */
+  /** A startup snapshot holding the CLI compiled and verify's modules initialized (snapshot.ts); else (the default) start.ts. */
   snapshot?: boolean;
   keep?: boolean;
   log?: (line: string) => void;
@@ -218,7 +220,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
   const log = opts.log ?? ((line: string) => process.stderr.write(`${line}\n`));
   const out = resolve(opts.out ?? join(DIST, 'node-svc'));
   const codeCache = opts.codeCache ?? true;
-  const snapshot = opts.snapshot ?? true;
+  const snapshot = opts.snapshot ?? false;
   try {
     statSync(join(DIST, 'sea', 'entry.js'));
   } catch {
@@ -339,8 +341,12 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
-  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, 'no-snapshot': { type: 'boolean' }, keep: { type: 'boolean' } } });
-  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], snapshot: !values['no-snapshot'], keep: values.keep }).catch((err: unknown) => {
+  const { values } = parseArgs({ options: { out: { type: 'string' }, 'no-code-cache': { type: 'boolean' }, 'no-snapshot': { type: 'boolean' }, snapshot: { type: 'boolean' }, keep: { type: 'boolean' } } });
+  if (values.snapshot && values['no-snapshot']) {
+    process.stderr.write('build:binary: --snapshot and --no-snapshot contradict each other\n');
+    process.exit(2);
+  }
+  buildBinary({ out: values.out, codeCache: !values['no-code-cache'], snapshot: !!values.snapshot, keep: values.keep }).catch((err: unknown) => {
     process.stderr.write(`build:binary failed: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   });

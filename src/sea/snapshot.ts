@@ -1,4 +1,4 @@
-// The single binary's SEA main with a startup snapshot (DESIGN §12, bench/cli-start): node runs this when build.ts
+// The single binary's SEA main with a startup snapshot, built with --snapshot (DESIGN §12, bench/cli-start): node runs this when build.ts
 // makes the blob, never in the binary. It compiles the CLI bundle (entry.ts, read from the build's work dir) with
 // every function compiled (--no-lazy) and runs it, so verify's modules, node:crypto among them, are loaded and
 // initialized; the snapshot keeps that heap, and the binary starts from it and calls run(). Nothing here may read

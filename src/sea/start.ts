@@ -1,4 +1,4 @@
-// The single binary's SEA main when built with --no-snapshot (DESIGN §12; snapshot.ts otherwise): a stub that runs the CLI bundle (entry.ts and what it imports up to `verify`,
+// The single binary's SEA main (DESIGN §12; snapshot.ts when built with --snapshot): a stub that runs the CLI bundle (entry.ts and what it imports up to `verify`,
 // an asset) with the V8 code cache build.ts made for it, every function compiled: a verify start parses and compiles
 // none of the CLI's code (bench/cli-start). node's own SEA code cache covers only what V8 compiles eagerly.
 // V8 refuses a cache of another node or source; the bundle then compiles like any script.
