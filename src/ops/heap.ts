@@ -6,11 +6,13 @@
 import { createRequire } from 'node:module';
 
 /**
- * node:v8, required when a flag is set, not imported: it loads node's heap utilities and with them the stream modules
- * (about 1 ms of every command's start, bench/cli-start), and only the daemon sets flags.
+ * node:v8, required when a flag is set, not imported: it loads node's heap utilities (internal/heap_utils,
+ * promise_hooks, stream_base_commons; about 1 ms of every command's start, bench/cli-start), and only the daemon sets
+ * flags.
  */
 const setFlagsFromString = (flags: string): void =>
-  // Any absolute path resolves a builtin; this module is bundled into CommonJS files where import.meta is empty.
+  // Any absolute path resolves a builtin. Not import.meta.url: the single binary's SEA main (sea/start.ts bundled by
+  // sea/build.ts) has no definition of it.
   (createRequire(process.execPath)('node:v8') as typeof import('node:v8')).setFlagsFromString(flags);
 
 /**

@@ -1,7 +1,7 @@
 // The CLI's verify bundle (src/build/cli-bundle.ts, bench/cli-start), as `npm run build` leaves it in dist/cli: the
 // code cache is one this node accepts, verify runs on the bundle alone (better-sqlite3's JavaScript bundled, the
 // installed one only for another addon), and errors of the modules other commands load are still ours.
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Script } from 'node:vm';
@@ -41,13 +41,17 @@ describe('dist/cli: the verify bundle', () => {
       const hook = join(t.root, 'loaded.cjs');
       const out = join(t.root, 'loaded.json');
       writeFileSync(hook, `process.on('exit', () => require('fs').writeFileSync(${JSON.stringify(out)}, JSON.stringify({ files: Object.keys(require.cache), builtins: process.moduleLoadList })));\n`);
-      const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
-      const stdout = execFileSync(process.execPath, ['-r', hook, BIN, ...args], { env: { ...base, ...env }, encoding: 'utf8' });
-      expect(json(stdout)).toMatchObject({ valid: true, credentialId: 'cred-bundle-1' });
+      // Without NODE_OPTIONS or NODE_DEBUG: a line of node's own on stderr would load node:net (a pipe's stream).
+      const base = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_') && k !== 'NODE_OPTIONS' && k !== 'NODE_DEBUG'));
+      const r = spawnSync(process.execPath, ['-r', hook, BIN, ...args], { env: { ...base, ...env }, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(json(r.stdout)).toMatchObject({ valid: true, credentialId: 'cred-bundle-1' });
       const { files, builtins } = JSON.parse(readFileSync(out, 'utf8')) as { files: string[]; builtins: string[] };
-      // node's modules that a verify has no use for: node:v8 (and its heap utilities) is the daemon's heap flags only,
-      // node:tty and node:net a terminal's (stdout is a pipe here) (bench/cli-start)
-      expect(builtins.filter((m) => /^NativeModule (v8|tty|net|internal\/heap_utils)$/.test(m))).toEqual([]);
+      // node's modules that a verify has no use for (bench/cli-start): node:v8 and its heap utilities are the daemon's
+      // heap flags only; node:tty and node:net come with process.stdout or process.stderr (a terminal's or a pipe's
+      // stream), which a verify does not create: it writes fd 1 with writeSync and asks fstat whether fd 1 can be a
+      // terminal (here a pipe).
+      expect(builtins.filter((m) => /^NativeModule (v8|tty|net|internal\/heap_utils)$/.test(m)), r.stderr).toEqual([]);
       return files.filter((f) => !f.endsWith('loaded.cjs')).map((f) => f.slice(REPO_ROOT.length + 1));
     };
     // (the native addon is loaded through require either way)

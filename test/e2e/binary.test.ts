@@ -37,9 +37,9 @@ afterAll(async () => {
 });
 
 /** `./node-svc ...args` in the temp dir, stdout piped (so JSON output), stdin closed. */
-function run(args: string[], timeoutMs = 30_000): Promise<CliResult> {
+function run(args: string[], timeoutMs = 30_000, bin = exe): Promise<CliResult> {
   return new Promise((resolve, reject) => {
-    const child = execFile(exe, args, { cwd: dir, env, timeout: timeoutMs, encoding: 'utf8' }, (err, stdout, stderr) => {
+    const child = execFile(bin, args, { cwd: dir, env, timeout: timeoutMs, encoding: 'utf8' }, (err, stdout, stderr) => {
       if (err && typeof (err as { code?: unknown }).code !== 'number') return reject(new Error(`${args.join(' ')}: ${err.message}\n${stderr}`));
       resolve({ code: err ? (err as { code: number }).code : 0, stdout, stderr });
     });
@@ -90,31 +90,7 @@ describe('the single binary, alone in an empty directory', () => {
     expect(json(r.stdout)).toMatchObject({ valid: true, credentialId: 'cred-bin-1', issuer: ISSUER, node: 'n1' });
   });
 
-  it('daemon --port 0: GET /healthz → 200, SIGTERM → exit 0', async () => {
-    const child = spawn(exe, ['daemon', '--port', '0', '--host', '127.0.0.1', '--data-dir', 'd'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
-    let out = '';
-    let err = '';
-    child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
-    child.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    try {
-      const url = await new Promise<string>((resolve, reject) => {
-        const timer = setTimeout(() => reject(new Error(`no "listening on" within 30 s\nstdout: ${out}\nstderr: ${err}`)), 30_000);
-        child.stdout.on('data', () => {
-          const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
-          if (m) { clearTimeout(timer); resolve(m[1]!); }
-        });
-        void exited.then((code) => { clearTimeout(timer); reject(new Error(`daemon exited with ${code}\nstdout: ${out}\nstderr: ${err}`)); });
-      });
-      const res = await fetch(`${url}/healthz`);
-      expect(res.status).toBe(200);
-      expect(await res.json()).toMatchObject({ status: expect.stringMatching(/^(ok|degraded)$/), checks: expect.any(Array) });
-      child.kill('SIGTERM');
-      expect(await exited).toBe(0);
-    } finally {
-      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-    }
-  });
+  it('daemon --port 0: GET /healthz → 200, SIGTERM → exit 0', () => daemonHealthz(exe));
 
   it('dev (which needs ganache, not in the binary) fails with a clear message', async (ctx) => {
     if (!/\n  dev\b/.test((await run(['--help'])).stdout)) ctx.skip();
@@ -123,3 +99,56 @@ describe('the single binary, alone in an empty directory', () => {
     expect(json(r.stderr).error).toMatchObject({ code: 'config', message: expect.stringMatching(/does not include the "ganache" package/) });
   });
 });
+
+// The other form of the binary (src/sea/build.ts --snapshot: the CLI compiled and verify's modules initialized in a
+// startup snapshot; the stub above is the default since 2026-11-29): still built and run, on the same data dir.
+describe('the single binary built with --snapshot', () => {
+  let snap: string;
+  let built: string; // what the build printed
+  beforeAll(async () => {
+    snap = join(dir, 'node-svc-snapshot');
+    built = await new Promise<string>((resolve, reject) => {
+      execFile(process.execPath, [join(REPO_ROOT, 'dist', 'sea', 'build.js'), '--snapshot', '--out', snap], { cwd: REPO_ROOT, timeout: 170_000, encoding: 'utf8' }, (err, _out, stderr) =>
+        err ? reject(new Error(`build --snapshot: ${err.message}\n${stderr}`)) : resolve(stderr));
+    });
+  });
+
+  it('says so when built, and verify <jws> → 0 valid:true', async () => {
+    expect(built).toMatch(/startup snapshot on/);
+    const key = await keyPair('EdDSA', 'bin-ed-2');
+    await writeJwks(join(dir, 'jwks2.json'), publicJwks(key));
+    expect((await run(['keys', 'add', '--issuer', ISSUER, 'jwks2.json', '--data-dir', 'd'], 30_000, snap)).code).toBe(0);
+    const r = await run(['verify', mintCredential({ key, claims: { aud: 'n1', jti: 'cred-bin-2' } }), '--data-dir', 'd'], 30_000, snap);
+    expect(r).toMatchObject({ code: 0, stderr: '' });
+    expect(json(r.stdout)).toMatchObject({ valid: true, credentialId: 'cred-bin-2', node: 'n1' });
+  });
+
+  it('daemon --port 0: GET /healthz → 200, SIGTERM → exit 0 (its heap flags set from the snapshot\'s main)', () => daemonHealthz(snap));
+});
+
+/** `bin daemon --port 0` in the temp dir on data dir d: GET /healthz answers, SIGTERM ends it with 0. */
+async function daemonHealthz(bin: string): Promise<void> {
+  const child = spawn(bin, ['daemon', '--port', '0', '--host', '127.0.0.1', '--data-dir', 'd'], { cwd: dir, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  let err = '';
+  child.stdout.setEncoding('utf8').on('data', (s: string) => { out += s; });
+  child.stderr.setEncoding('utf8').on('data', (s: string) => { err += s; });
+  const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+  try {
+    const url = await new Promise<string>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no "listening on" within 30 s\nstdout: ${out}\nstderr: ${err}`)), 30_000);
+      child.stdout.on('data', () => {
+        const m = /listening on (http:\/\/127\.0\.0\.1:\d+)/.exec(out);
+        if (m) { clearTimeout(timer); resolve(m[1]!); }
+      });
+      void exited.then((code) => { clearTimeout(timer); reject(new Error(`daemon exited with ${code}\nstdout: ${out}\nstderr: ${err}`)); });
+    });
+    const res = await fetch(`${url}/healthz`);
+    expect(res.status).toBe(200);
+    expect(await res.json()).toMatchObject({ status: expect.stringMatching(/^(ok|degraded)$/), checks: expect.any(Array) });
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  } finally {
+    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  }
+}
