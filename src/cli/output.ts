@@ -1,5 +1,4 @@
 import { fstatSync } from 'node:fs';
-import { createRequire } from 'node:module';
 import { NodeSvcError } from '../domain/errors.js';
 import { escapeControl, escapeControlKeepLines, redactUrls } from '../domain/text.js';
 
@@ -40,7 +39,7 @@ export function isTerminal(fd: number): boolean {
   } catch {
     return false; // closed
   }
-  return (createRequire(import.meta.url)('node:tty') as typeof import('node:tty')).isatty(fd);
+  return process.getBuiltinModule('node:tty').isatty(fd);
 }
 
 export const jsonMode = (opts: GlobalOptions): boolean => !!opts.json || !isTerminal(1);

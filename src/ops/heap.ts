@@ -3,17 +3,12 @@
 // started in-process (setting them twice costs nothing): the young generation grows while the CLI's modules load, and
 // a factor set after that (as startDaemon alone did until 2026-11-27) no longer keeps it small (bench/memory: 118-122
 // MB peak against 105-106 MB with the flags set at the start).
-import { createRequire } from 'node:module';
-
 /**
- * node:v8, required when a flag is set, not imported: it loads node's heap utilities (internal/heap_utils,
+ * node:v8, loaded when a flag is set, not imported: it loads node's heap utilities (internal/heap_utils,
  * promise_hooks, stream_base_commons; about 1 ms of every command's start, bench/cli-start), and only the daemon sets
  * flags.
  */
-const setFlagsFromString = (flags: string): void =>
-  // Any absolute path resolves a builtin. Not import.meta.url: the single binary's SEA main (sea/start.ts bundled by
-  // sea/build.ts) has no definition of it.
-  (createRequire(process.execPath)('node:v8') as typeof import('node:v8')).setFlagsFromString(flags);
+const setFlagsFromString = (flags: string): void => process.getBuiltinModule('node:v8').setFlagsFromString(flags);
 
 /**
  * The daemon is long-running and allocates in bursts (webhook deliveries): by default V8 lets the old space grow
