@@ -5,7 +5,7 @@ import { copyFile, mkdtemp, readdir, rm, stat } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { BINARY, ensureBinary } from '../helpers/binary.js';
+import { BINARY, DIST, ensureBinary } from '../helpers/binary.js';
 import { json, REPO_ROOT, type CliResult } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
 
@@ -108,7 +108,7 @@ describe('the single binary built with --snapshot', () => {
   beforeAll(async () => {
     snap = join(dir, 'node-svc-snapshot');
     built = await new Promise<string>((resolve, reject) => {
-      execFile(process.execPath, [join(REPO_ROOT, 'dist', 'sea', 'build.js'), '--snapshot', '--out', snap], { cwd: REPO_ROOT, timeout: 170_000, encoding: 'utf8' }, (err, _out, stderr) =>
+      execFile(process.execPath, [join(DIST, 'sea', 'build.js'), '--snapshot', '--out', snap], { cwd: REPO_ROOT, timeout: 170_000, encoding: 'utf8' }, (err, _out, stderr) =>
         err ? reject(new Error(`build --snapshot: ${err.message}\n${stderr}`)) : resolve(stderr));
     });
   });
