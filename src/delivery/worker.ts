@@ -177,7 +177,10 @@ export class DeliveryWorker {
       else if (this.#inFlight === 0) this.#pumpSoon();
       return;
     }
-    if (claimed.length && claimed.length === room) return; // more may be due: the completions pump again
+    // Something was claimed: each of its completions pumps again, and the pump that finds nothing due looks for the
+    // next due time. Looking now read one MIN per subscription on every pump of a backlog (bench/delivery: 2 ms of a
+    // 12 ms pump cycle, with the sockets waiting meanwhile).
+    if (claimed.length) return;
     // Subscriptions at their budget are left out: a completion pumps for them.
     let next: number | null;
     try {

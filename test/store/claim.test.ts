@@ -164,6 +164,45 @@ describe('claimDue', () => {
     });
   });
 
+  /** claimDue on a tx that counts the due rows its reads return (one read per subscription and round). */
+  const counted = (...args: Parameters<typeof claimDue> extends [unknown, ...infer R] ? R : never) => {
+    const reads: number[] = [];
+    const got = store.write((tx) => {
+      const all = tx.all.bind(tx);
+      const spy = Object.assign(Object.create(tx) as typeof tx, { all: async <T>(sql: string, p?: unknown[]) => { const rows = await all<T>(sql, p as never); if (sql.startsWith('SELECT d.id FROM deliveries d')) reads.push(rows.length); return rows; } });
+      return claimDue(spy, ...args);
+    });
+    return got.then((rows) => ({ rows, reads }));
+  };
+
+  it("reads each subscription's fair share of its node's room, not perSubscription rows each (bench/delivery's case)", async () => {
+    for (let i = 0; i < 10; i++) await subscribe('node-a', `a${i}`);
+    await subscribe('node-b', 'b1'); // another node with a subscription: node-a may borrow up to half the concurrency
+    await emit('node-a', 100, T0 - 1000); // 1,000 deliveries, 100 per subscription
+    const inFlight: InFlight = { bySubscription: Object.fromEntries(Array.from({ length: 10 }, (_, i) => [`a${i}`, 4])), byNode: { 'node-a': 40 } };
+    const { rows, reads } = await counted(T0, 60_000, 256 - 40, LIMITS, inFlight);
+    // node-a's room: 128 - 40 = 88, shared round-robin by its ten subscriptions (8 guaranteed each, 8 lent).
+    expect(rows).toHaveLength(88);
+    const counts = Object.values(bySub(rows));
+    expect(counts).toHaveLength(10);
+    expect(Math.max(...counts) - Math.min(...counts)).toBeLessThanOrEqual(1);
+    // One round (node-b's subscription read too, nothing due): at most ceil(88 / 10) + 1 = 10 rows each of node-a's,
+    // where reading the caps' worth read 60 each.
+    expect(reads).toHaveLength(11);
+    expect(reads.reduce((a, b) => a + b, 0)).toBeLessThanOrEqual(100);
+  });
+
+  it('reads the rest of a subscription whose share ran out while its node had room, and claims what one full read would', async () => {
+    await subscribe('node-a', 'a0');
+    await emit('node-a', 100, T0 - 1000); // 100 deliveries, all a0's
+    for (let i = 1; i < 10; i++) await subscribe('node-a', `a${i}`); // nine with nothing to send
+    const { rows, reads } = await counted(T0, 60_000, 60, LIMITS, none);
+    // a0's guarantee (128 / 10 = 12), then the spare sockets lent but one kept free for each idle subscription: 60 - 12
+    // - 9 = 39 more. Its first read (its guarantee: more than a tenth of 60) ran out, so it was read again in full.
+    expect(bySub(rows)).toEqual({ a0: 51 });
+    expect(reads).toEqual([12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 60]);
+  });
+
   it('rotates which node goes first when only one can be served', async () => {
     await subscribe('node-a', 'a1');
     await subscribe('node-b', 'b1');
