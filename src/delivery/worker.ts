@@ -60,6 +60,13 @@ const SHARED_IDLE_WAIT_MS = 1000;
  */
 const FLUSH_BATCH = 128;
 const FLUSH_DELAY_MS = 5;
+/**
+ * After a pump that claimed something, the next due time (a retry of a subscription not in the claim; on PostgreSQL,
+ * what other daemons recorded) is looked up within this long, not at once: each look reads one MIN per subscription
+ * with room, and on every pump of a backlog that was 2-3 ms of a 12 ms cycle (bench/delivery). A timer sees to it
+ * when no pump comes: the claimed attempts may all hang while a retry falls due.
+ */
+const LOOK_AFTER_CLAIM_MS = 50;
 /** A subscription with an attempt in flight this long borrows no spare sockets (claimDue): only its own budget. */
 const STALLED_AFTER_MS = 1000;
 
@@ -77,6 +84,9 @@ export class DeliveryWorker {
   #results: Result[] = [];
   #scheduled = false;
   #timer: NodeJS.Timeout | undefined;
+  /** Armed after a pump that claimed and did not look for the next due time; sets #look. */
+  #lookTimer: NodeJS.Timeout | undefined;
+  #look = false;
   #stopping = false;
   #idle: Array<() => void> = [];
   #unsubscribe: (() => void) | undefined;
@@ -152,7 +162,6 @@ export class DeliveryWorker {
   }
 
   async #pumpOnce(): Promise<void> {
-    if (this.#timer) { clearTimeout(this.#timer); this.#timer = undefined; }
     const now = this.#o.now();
     const room = this.#stopping ? 0 : this.#o.concurrency - this.#inFlight;
     const flush = this.#results.length >= FLUSH_BATCH || (this.#stopping && this.#results.length > 0);
@@ -167,7 +176,7 @@ export class DeliveryWorker {
       }
     } catch (err) {
       log.error('delivery pump failed; retrying in 1 s', { error: (err as Error).message });
-      this.#timer = setTimeout(() => this.#pumpSoon(), 1000); // also while stopping: the drain must finish
+      this.#arm(() => this.#pumpSoon(), 1000); // also while stopping: the drain must finish
       return;
     }
     if (this.#results.length && !this.#flushTimer) this.#flushTimer = setTimeout(() => this.#flushNow(), FLUSH_DELAY_MS);
@@ -177,10 +186,14 @@ export class DeliveryWorker {
       else if (this.#inFlight === 0) this.#pumpSoon();
       return;
     }
-    // Something was claimed: each of its completions pumps again, and the pump that finds nothing due looks for the
-    // next due time. Looking now read one MIN per subscription on every pump of a backlog (bench/delivery: 2 ms of a
-    // 12 ms pump cycle, with the sockets waiting meanwhile).
-    if (claimed.length) return;
+    // Something was claimed: each of its completions pumps again; the next due time is looked up within
+    // LOOK_AFTER_CLAIM_MS (the timer armed by the last look stays meanwhile).
+    if (claimed.length && !this.#look) {
+      this.#lookTimer ??= setTimeout(() => { this.#lookTimer = undefined; this.#look = true; this.wake(); }, LOOK_AFTER_CLAIM_MS);
+      return;
+    }
+    this.#look = false;
+    if (this.#lookTimer) { clearTimeout(this.#lookTimer); this.#lookTimer = undefined; }
     // Subscriptions at their budget are left out: a completion pumps for them.
     let next: number | null;
     try {
@@ -193,7 +206,14 @@ export class DeliveryWorker {
     // least every second.
     const idle = this.#o.store.dialect === 'postgres' ? SHARED_IDLE_WAIT_MS : MAX_IDLE_WAIT_MS;
     const wait = next === null ? idle : Math.min(idle, Math.max(0, next - this.#o.now()));
-    if (next !== null || this.#o.store.dialect === 'postgres') this.#timer = setTimeout(() => this.wake(), wait === 0 ? 10 : wait);
+    if (next !== null || this.#o.store.dialect === 'postgres') this.#arm(() => this.wake(), wait === 0 ? 10 : wait);
+    else this.#arm(undefined, 0);
+  }
+
+  /** The one pump timer (a due time, the PostgreSQL poll, a retry after a failed pump), replacing the one armed before. */
+  #arm(fn: (() => void) | undefined, ms: number): void {
+    if (this.#timer) clearTimeout(this.#timer);
+    this.#timer = fn ? setTimeout(fn, ms) : undefined;
   }
 
   #limits() {
@@ -462,6 +482,7 @@ export class DeliveryWorker {
     this.#stopping = true;
     this.#unsubscribe?.();
     if (this.#timer) clearTimeout(this.#timer);
+    if (this.#lookTimer) clearTimeout(this.#lookTimer);
     if (this.#inFlight > 0) await new Promise<void>((resolve) => this.#idle.push(resolve));
     if (this.#flushTimer) { clearTimeout(this.#flushTimer); this.#flushTimer = undefined; }
     await this.#pumping;

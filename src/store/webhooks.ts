@@ -215,8 +215,8 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // whole lists: what is claimed is what one round of `most` rows each would claim.
   const askedInNode = new Map<string, number>();
   for (const x of asked) askedInNode.set(x.s.node_id, (askedInNode.get(x.s.node_id) ?? 0) + 1);
-  const nodeRoom = (node: string) => Math.max(0, Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node));
-  const share = (x: Ask) => Math.ceil(Math.min(limit, nodeRoom(x.s.node_id)) / askedInNode.get(x.s.node_id)!) + 1;
+  const roomOf = (node: string) => Math.max(0, Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node));
+  const share = (x: Ask) => Math.ceil(Math.min(limit, roomOf(x.s.node_id)) / askedInNode.get(x.s.node_id)!) + 1;
   const found = new Map<string, Due>();
   const read = async (list: Array<{ x: Ask; count: number }>) => {
     const got = await Promise.all(list.map(({ x, count }) => tx.all<{ id: string }>(dueSql, [x.s.id, now, x.s.id, count])));
@@ -224,13 +224,17 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   };
   await read(asked.map((x) => ({ x, count: Math.min(x.most, Math.max(x.guaranteed, share(x))) })));
   if (!found.size) return [];
-  let chosen = choose(rows, found, b, l, inFlight, limit, turn, nodeMost);
+  const weighed = { rows, found, b, l, inFlight, limit, turn, nodeMost };
+  let chosen = choose(weighed);
   // Read again in full (not from an offset: on PostgreSQL, rows others lock come and go between two reads) those whose
   // rows the choice ran out of while they had more to give.
-  const again = asked.filter((x) => { const f = found.get(x.s.id); return f && f.due.length === f.read && f.read < x.most && chosen.ranOut.has(x.s.id); });
+  const again = asked.filter((x) => {
+    const f = found.get(x.s.id);
+    return f !== undefined && f.due.length === f.read && f.read < x.most && chosen.ranOut.has(x.s.id);
+  });
   if (again.length) {
     await read(again.map((x) => ({ x, count: x.most })));
-    chosen = choose(rows, found, b, l, inFlight, limit, turn, nodeMost);
+    chosen = choose(weighed);
   }
   return lease(tx, chosen.ids, now, leaseMs);
 }
@@ -245,7 +249,8 @@ interface Due { due: string[]; read: number }
  * their guarantees, then the spare sockets lent. The ids to claim, and the subscriptions whose rows read it took to the
  * last (`ranOut`).
  */
-function choose(rows: Ask[], found: Map<string, Due>, b: ReturnType<typeof budgets>, l: ClaimLimits, inFlight: InFlight, limit: number, turn: number, nodeMost: number): { ids: string[]; ranOut: Set<string> } {
+function choose(c: { rows: Ask[]; found: Map<string, Due>; b: ReturnType<typeof budgets>; l: ClaimLimits; inFlight: InFlight; limit: number; turn: number; nodeMost: number }): { ids: string[]; ranOut: Set<string> } {
+  const { rows, found, b, l, inFlight, limit, turn, nodeMost } = c;
   const busyOf = (id: string) => inFlight.bySubscription[id] ?? 0;
   const nodeBusy = (node: string) => inFlight.byNode[node] ?? 0;
   // Per node: its subscriptions with due rows, in rotated order; `at` is how many of the subscription's rows are taken.

@@ -4,7 +4,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { clientOf, setupNodes, startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { ISSUER, keyPair, nowSeconds, signCompact, type KeyPair } from '../helpers/issuer.js';
-import { ack, startReceiver, type Receiver } from '../helpers/receiver.js';
+import { ack, failTimes, startReceiver, type Receiver } from '../helpers/receiver.js';
 import { waitFor } from '../helpers/wait.js';
 
 let issuer: KeyPair;
@@ -90,5 +90,49 @@ describe('fair delivery across nodes, per-node limits', () => {
     const first = (await a.get('/v1/webhooks')).body.data[0].id as string;
     expect((await fetch(`${daemon.url}/v1/webhooks/${first}`, { method: 'DELETE', headers: { authorization: `Bearer ${tokenA}` } })).status).toBe(204);
     expect((await a.post('/v1/webhooks', { url: `${healthy.url}/a-extra` })).status).toBe(201);
+  });
+});
+
+describe("a retry falls due while another node's receiver hangs and its events keep coming", () => {
+  let tmp: TempDataDir;
+  let daemon: RunningDaemon;
+  let receiver: Receiver;
+
+  beforeAll(async () => {
+    tmp = await tempDataDir();
+    issuer = await keyPair();
+    const t = await setupNodes(tmp.dataDir, issuer);
+    // node-a's path hangs (for longer than the test); node-b's fails its event's first delivery, then acknowledges.
+    const second = failTimes(1);
+    receiver = await startReceiver((req) => (req.path.startsWith('/a') ? new Promise(() => undefined) : second(req)));
+    daemon = await startDaemon(tmp.dataDir, { args: ['--delivery-timeout', '300', '--retry-schedule', '1'] });
+    const a = clientOf(daemon.url, t.tokenA);
+    const b = clientOf(daemon.url, t.tokenB);
+    expect((await a.post('/v1/webhooks', { url: `${receiver.url}/a` })).status).toBe(201);
+    expect((await b.post('/v1/webhooks', { url: `${receiver.url}/b` })).status).toBe(201);
+    Object.assign(daemon, { a, b });
+  }, 60_000);
+
+  afterAll(async () => {
+    await daemon?.stop('SIGKILL');
+    await receiver?.close();
+    await tmp?.cleanup();
+  });
+
+  it("is sent at its time (1 s ± 20 %), though the last pump before it claimed attempts that hang", async () => {
+    const { a, b } = daemon as unknown as { a: ReturnType<typeof clientOf>; b: ReturnType<typeof clientOf> };
+    const e = await b.post('/v1/control', { message: control('node-b') });
+    expect(e.status, e.text).toBe(200);
+    const first = await waitFor(() => receiver.requests.find((q) => q.path === '/b' && q.answered === 500), "node-b's first attempt, failed", 10_000, 10);
+    // Then node-a's events, three 200 ms apart: each is claimed at once (the worker is woken) and hangs, and nothing
+    // else happens before node-b's retry falls due. A pump that claimed must still leave the retry its timer.
+    for (let i = 0; i < 3; i++) {
+      await new Promise((r) => setTimeout(r, 200));
+      expect((await a.post('/v1/control', { message: control('node-a') })).status).toBe(200);
+    }
+    const retry = await waitFor(() => receiver.requests.find((q) => q.path === '/b' && q !== first), "node-b's retry", 4000, 10);
+    expect(retry.eventId).toBe(first.eventId);
+    expect(retry.at - first.at).toBeLessThan(1200 + 500);
+    expect(receiver.requests.filter((q) => q.path === '/a').length).toBe(3);
   });
 });
