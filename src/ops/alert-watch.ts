@@ -82,6 +82,7 @@ export class AlertWatch {
   async #storeAnswers(): Promise<boolean> {
     const now = this.#now();
     try {
+      // Within 5 s (health.ping): a database cut off by the network answers no error for minutes.
       await health.ping(this.o.store.q);
     } catch (err) {
       // Named (the database's host and the reason, never its URL or password), as the health verdict names it.

@@ -1,6 +1,7 @@
 // Figures behind the daemon's health verdict (`node-svc status`, /healthz): the only SQL for them.
 // Money is summed per asset in SQL INTEGER and read as BigInt: different assets are never added together.
 import { OPERATOR } from '../domain/alerts.js';
+import { unavailable } from '../domain/errors.js';
 import type { Sql } from './sql.js';
 import { attempts } from './webhooks.js';
 
@@ -31,10 +32,33 @@ export interface SettlementFigures {
   byAsset: Array<{ asset: string; unsettledMicro: bigint; finalMicro: bigint; streams: number }>;
 }
 
+/**
+ * A ping not answered within this is a store that does not answer. A database cut off by the network (packets dropped,
+ * not refused) answers no error for minutes: without a limit, the health verdict and the alert watch would wait on it.
+ * The same 5 s as the PostgreSQL connect timeout's default (store/postgres.ts).
+ */
+export const PING_TIMEOUT_MS = 5_000;
+
+/** `p`, or a 503 `unavailable` once `ms` pass without its answer (what it answers later is dropped). */
+async function answered<T>(p: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(unavailable(`the store did not answer within ${ms / 1000} s`)), ms);
+    timer.unref();
+  });
+  p.catch(() => {}); // a ping that fails after its time is up: already reported as the timeout
+  try {
+    return await Promise.race([p, late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
 const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 END), 0)`;
 
 export const health = {
-  ping: (q: Sql) => q.get<{ ok: number }>('SELECT 1 AS ok'),
+  /** The store answers `SELECT 1` within PING_TIMEOUT_MS; else a 503 `unavailable` saying so. */
+  ping: (q: Sql, ms = PING_TIMEOUT_MS) => answered(q.get<{ ok: number }>('SELECT 1 AS ok'), ms),
   /** The node deliveries (alert endpoints' are the `alerts` check's: a node cannot replay them). */
   outbox: async (q: Sql): Promise<OutboxFigures> => {
     // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial

@@ -8,6 +8,7 @@ import { startDaemon, type RunningDaemon } from '../helpers/daemon.js';
 import { outage } from '../helpers/pg-outage.js';
 import { pgAvailable, startPostgres, type PostgresServer } from '../helpers/postgres.js';
 import { startReceiver, verifyServiceSignature, verifyStandardSignature, type Receiver } from '../helpers/receiver.js';
+import { startFreezingProxy, type FreezingProxy } from '../helpers/tcp-freeze.js';
 import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 120_000 });
@@ -58,9 +59,11 @@ describe.skipIf(SKIP)('store.unavailable and store.recovered, once per outage am
     const distinct = (type: string) => [...new Map(envs().filter((e) => e.type === type).map((e) => [e.id, e])).values()];
     await waitFor(() => distinct('store.recovered').length > 0, 'store.recovered', 60_000, 100);
     // Each daemon saw the outage (its log says so at once) and, once back, either reported it or found it reported.
-    for (const d of daemons) {
-      await waitFor(() => /alert store\.unavailable: the store does not answer/.test(d.stderr), 'the outage logged by each daemon', 30_000, 100);
-      await waitFor(() => /alert store\.recovered|store outage already reported/.test(d.stderr), 'each daemon back', 30_000, 100);
+    for (const [i, d] of daemons.entries()) {
+      await waitFor(() => /alert store\.unavailable: the store does not answer/.test(d.stderr), `the outage logged by daemon ${i}`, 30_000, 100)
+        .catch((err: Error) => { throw new Error(`${err.message}; its log's end:\n${d.stderr.slice(-3000)}`); });
+      await waitFor(() => /alert store\.recovered|store outage already reported/.test(d.stderr), `daemon ${i} back`, 30_000, 100)
+        .catch((err: Error) => { throw new Error(`${err.message}; its log's end:\n${d.stderr.slice(-3000)}`); });
     }
     const down = distinct('store.unavailable');
     const back = distinct('store.recovered');
@@ -75,5 +78,53 @@ describe.skipIf(SKIP)('store.unavailable and store.recovered, once per outage am
     // Never the database's password or URL.
     expect(JSON.stringify(envs())).not.toContain(server.password);
     expect(daemons.filter((d) => /alert store\.recovered/.test(d.stderr))).toHaveLength(1);
+  });
+
+  it('a database that stops answering without an error (a partition): reported after the ping timeout, 5 s', async () => {
+    // Its own database, node, alert endpoint and daemon, the daemon reaching PostgreSQL through a proxy that freezes.
+    const freezeUrl = await server.createDatabase('alerts_freeze');
+    let proxy: FreezingProxy | undefined;
+    let d: RunningDaemon | undefined;
+    try {
+      proxy = await startFreezingProxy(server.port);
+      const cli = cliFor(`${t.dataDir}-freeze`, { env: { NODE_SVC_STORE: freezeUrl } });
+      expect((await cli('nodes', 'add', 'node-a')).code).toBe(0);
+      const add = await cli('alerts', 'add', `${rx.url}/freeze`, '--events', 'store.unavailable,store.recovered');
+      expect(add.code, add.stderr).toBe(0);
+      const viaProxy = new URL(freezeUrl);
+      viaProxy.port = String(proxy.port);
+      d = await startDaemon(`${t.dataDir}-freeze`, { env: { NODE_SVC_STORE: viaProxy.toString(), NODE_SVC_ALERT_WATCH_MS: '200' } });
+      // The watch's read connection is open (its pings answered) before the network goes.
+      await new Promise((r) => setTimeout(r, 600));
+      const frozenAt = Date.now();
+      proxy.freeze();
+      // Nothing fails: the ping waits. Without a limit on it the outage is never seen; with one, after 5 s.
+      await waitFor(() => /alert store\.unavailable: the store does not answer/.test(d!.stderr), 'the partition logged', 20_000, 100)
+        .catch((err: Error) => { throw new Error(`${err.message}; its log's end:\n${d!.stderr.slice(-3000)}`); });
+      const seenAfter = Date.now() - frozenAt;
+      expect(seenAfter).toBeGreaterThanOrEqual(4_500);
+      expect(d.stderr).toMatch(/did not answer within 5 s/);
+      // /healthz answers too, down, within the same limit (a load balancer's check does not hang on it): its ping
+      // timed out, or the new connection it opened did (the read connection held by the frozen pings is full).
+      const asked = Date.now();
+      const h = await fetch(`${d.url}/healthz`, { signal: AbortSignal.timeout(15_000) });
+      expect(Date.now() - asked).toBeLessThan(12_000);
+      expect(h.status).toBe(503);
+      const verdict = await h.json() as { status: string; reasons: string[] };
+      expect(verdict.status).toBe('down');
+      expect(verdict.reasons.join('\n')).toMatch(/^store: the store does not answer \((the store did not answer within 5 s|the database \(PostgreSQL at 127\.0\.0\.1:\d+\/alerts_freeze\) cannot be reached: timeout expired)\)/);
+      const thawAt = Date.now();
+      proxy.thaw();
+      const at = () => rx.at('/freeze').map((r) => JSON.parse(r.body.toString('utf8')) as Envelope);
+      await waitFor(() => at().some((e) => e.type === 'store.recovered'), 'store.recovered after the partition', 30_000, 100);
+      const down = at().find((e) => e.type === 'store.unavailable')!;
+      expect(down.data.error).toMatch(/did not answer within 5 s/);
+      const since = Date.parse(down.data.since);
+      expect(since).toBeGreaterThanOrEqual(frozenAt - 1000);
+      expect(since).toBeLessThanOrEqual(thawAt);
+    } finally {
+      await d?.stop('SIGKILL');
+      await proxy?.close();
+    }
   });
 });

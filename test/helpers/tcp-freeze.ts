@@ -1,0 +1,48 @@
+// A TCP proxy on 127.0.0.1 in front of a server (the test's PostgreSQL) that can be frozen: a network between the
+// daemon and its database that starts dropping packets. Frozen, it forwards nothing either way and answers nothing
+// to new connections, but closes nothing: no error, no reset, as with a partition (only TCP's own timers, minutes
+// later, would tell). Thawed, what was held goes on, in order, and new connections are served again.
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
+
+export interface FreezingProxy {
+  port: number;
+  freeze(): void;
+  thaw(): void;
+  close(): Promise<void>;
+}
+
+export async function startFreezingProxy(targetPort: number): Promise<FreezingProxy> {
+  let frozen = false;
+  const sockets = new Set<Socket>();
+  /** Writes held while frozen, replayed in order on thaw. */
+  let held: Array<() => void> = [];
+  const pass = (to: Socket) => (chunk: Buffer) => {
+    if (frozen) held.push(() => to.write(chunk));
+    else to.write(chunk);
+  };
+  const server = createServer((client) => {
+    const upstream = connect(targetPort, '127.0.0.1');
+    for (const s of [client, upstream]) {
+      sockets.add(s);
+      s.on('error', () => { client.destroy(); upstream.destroy(); });
+      s.on('close', () => { sockets.delete(s); client.destroy(); upstream.destroy(); });
+    }
+    client.on('data', pass(upstream));
+    upstream.on('data', pass(client));
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  return {
+    port: (server.address() as AddressInfo).port,
+    freeze: () => { frozen = true; },
+    thaw: () => {
+      frozen = false;
+      const h = held;
+      held = [];
+      for (const w of h) w();
+    },
+    close: async () => {
+      for (const s of sockets) s.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
