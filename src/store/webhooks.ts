@@ -195,8 +195,11 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // evaluated once per read instead of once per due row (bench/delivery: this read runs about twice per delivery).
   const dueSql = `SELECT d.id FROM deliveries d WHERE d.subscription_id = ? AND d.status = 'pending' AND d.next_attempt_at <= ?
     AND EXISTS (SELECT 1 FROM webhook_subscriptions s WHERE s.id = ? AND s.status = 'active') ORDER BY d.next_attempt_at LIMIT ?${tx.dialect === 'postgres' ? ' FOR UPDATE OF d SKIP LOCKED' : ''}`;
-  const busyOf = (id: string) => inFlight.bySubscription[id] ?? 0;
-  const nodeBusy = (node: string) => inFlight.byNode[node] ?? 0;
+  // A node borrows up to perNode, and while other nodes have subscriptions up to half the concurrency: whatever its
+  // receivers then do (hang with what they borrowed), the other nodes find at least half the sockets.
+  const nodeMost = b.byNode.size > 1 ? Math.min(l.perNode, Math.max(1, Math.floor(l.concurrency / 2))) : l.perNode;
+  const u = usage(inFlight, b, nodeMost);
+  const { busyOf, nodeBusy } = u;
   // Each subscription's most it could take now: its guarantee, or (not stalled) the caps, whichever is more.
   const rows = active.map((s) => {
     const guaranteed = Math.max(0, Math.min(b.bySubscription.get(s.id)! - busyOf(s.id), b.byNode.get(s.node_id)! - nodeBusy(s.node_id)));
@@ -204,9 +207,6 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
     return { s, guaranteed, most: Math.min(limit, Math.max(guaranteed, capped)) };
   });
   const asked = rows.filter((x) => x.most > 0);
-  // A node borrows up to perNode, and while other nodes have subscriptions up to half the concurrency: whatever its
-  // receivers then do (hang with what they borrowed), the other nodes find at least half the sockets.
-  const nodeMost = b.byNode.size > 1 ? Math.min(l.perNode, Math.max(1, Math.floor(l.concurrency / 2))) : l.perNode;
   // Each subscription's due rows are read in up to two rounds, the reads of a round issued together (PostgreSQL: one
   // packet, one round trip for all). The first reads a fair share of what its node can take now (and its guarantee),
   // one row more: reading `most` for each (up to perSubscription) read ten subscriptions x 64 rows to claim the 80
@@ -215,8 +215,7 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   // whole lists: what is claimed is what one round of `most` rows each would claim.
   const askedInNode = new Map<string, number>();
   for (const x of asked) askedInNode.set(x.s.node_id, (askedInNode.get(x.s.node_id) ?? 0) + 1);
-  const roomOf = (node: string) => Math.max(0, Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node));
-  const share = (x: Ask) => Math.ceil(Math.min(limit, roomOf(x.s.node_id)) / askedInNode.get(x.s.node_id)!) + 1;
+  const share = (x: Ask) => Math.ceil(Math.min(limit, Math.max(0, u.lendable(x.s.node_id))) / askedInNode.get(x.s.node_id)!) + 1;
   const found = new Map<string, Due>();
   const read = async (list: Array<{ x: Ask; count: number }>) => {
     const got = await Promise.all(list.map(({ x, count }) => tx.all<{ id: string }>(dueSql, [x.s.id, now, x.s.id, count])));
@@ -224,7 +223,7 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   };
   await read(asked.map((x) => ({ x, count: Math.min(x.most, Math.max(x.guaranteed, share(x))) })));
   if (!found.size) return [];
-  const weighed = { rows, found, b, l, inFlight, limit, turn, nodeMost };
+  const weighed = { rows, found, b, l, u, limit, turn };
   let chosen = choose(weighed);
   // Read again in full (not from an offset: on PostgreSQL, rows others lock come and go between two reads) those whose
   // rows the choice ran out of while they had more to give.
@@ -239,6 +238,20 @@ export async function claimDue(tx: Sql, now: number, leaseMs: number, limit: num
   return lease(tx, chosen.ids, now, leaseMs);
 }
 
+/**
+ * The sockets in use as claimDue and its choice read them: per subscription, per node, and what a node may still take
+ * when sockets are lent (up to `nodeMost`, or its budget when that is more, less what it has in flight).
+ */
+function usage(inFlight: InFlight, b: ReturnType<typeof budgets>, nodeMost: number) {
+  const nodeBusy = (node: string) => inFlight.byNode[node] ?? 0;
+  return {
+    busyOf: (id: string) => inFlight.bySubscription[id] ?? 0,
+    nodeBusy,
+    lendable: (node: string) => Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node),
+  };
+}
+type Usage = ReturnType<typeof usage>;
+
 /** A subscription as claimDue weighs it: its guaranteed budget left, and the most it could take now. */
 interface Ask { s: { id: string; node_id: string }; guaranteed: number; most: number }
 /** A subscription's due rows read (oldest first), and how many the read asked for (as many came back: it may have more). */
@@ -249,10 +262,9 @@ interface Due { due: string[]; read: number }
  * their guarantees, then the spare sockets lent. The ids to claim, and the subscriptions whose rows read it took to the
  * last (`ranOut`).
  */
-function choose(c: { rows: Ask[]; found: Map<string, Due>; b: ReturnType<typeof budgets>; l: ClaimLimits; inFlight: InFlight; limit: number; turn: number; nodeMost: number }): { ids: string[]; ranOut: Set<string> } {
-  const { rows, found, b, l, inFlight, limit, turn, nodeMost } = c;
-  const busyOf = (id: string) => inFlight.bySubscription[id] ?? 0;
-  const nodeBusy = (node: string) => inFlight.byNode[node] ?? 0;
+function choose(c: { rows: Ask[]; found: Map<string, Due>; b: ReturnType<typeof budgets>; l: ClaimLimits; u: Usage; limit: number; turn: number }): { ids: string[]; ranOut: Set<string> } {
+  const { rows, found, b, l, u, limit, turn } = c;
+  const { busyOf, nodeBusy } = u;
   // Per node: its subscriptions with due rows, in rotated order; `at` is how many of the subscription's rows are taken.
   const nodes = new Map<string, Array<{ id: string; due: string[]; at: number; guaranteed: number; most: number }>>();
   const entries = new Map<string, { at: number; due: string[] }>(); // by subscription
@@ -302,7 +314,7 @@ function choose(c: { rows: Ask[]; found: Map<string, Due>; b: ReturnType<typeof 
       else keepIdle++; // one socket (every budget is at least 1)
     }
     const spare = limit - ids.length - keep - Math.min(keepIdle, Math.floor(l.concurrency / IDLE_RESERVE_SHARE));
-    if (spare > 0) pass(spare, (s) => s.most - s.at, (node, t) => Math.max(nodeMost, b.byNode.get(node)!) - nodeBusy(node) - t);
+    if (spare > 0) pass(spare, (s) => s.most - s.at, (node, t) => u.lendable(node) - t);
   }
   const ranOut = new Set<string>();
   for (const [id, e] of entries) if (e.at >= e.due.length) ranOut.add(id);
