@@ -94,31 +94,35 @@ describe.skipIf(SKIP)('store.unavailable and store.recovered, once per outage am
       const viaProxy = new URL(freezeUrl);
       viaProxy.port = String(proxy.port);
       d = await startDaemon(`${t.dataDir}-freeze`, { env: { NODE_SVC_STORE: viaProxy.toString(), NODE_SVC_ALERT_WATCH_MS: '200' } });
-      // The watch's read connection is open (its pings answered) before the network goes.
-      await new Promise((r) => setTimeout(r, 600));
+      // The daemon's read connections are open and answering (the watch pings every 200 ms) before the network goes.
+      const answered = proxy.answered;
+      await waitFor(() => proxy!.answered >= answered + 5, 'answers through the proxy', 10_000, 20);
       const frozenAt = Date.now();
       proxy.freeze();
-      // Nothing fails: the ping waits. Without a limit on it the outage is never seen; with one, after 5 s.
+      // Nothing fails: the ping waits. Without a limit on it the outage is never seen; with one, after 5 s: the ping's
+      // own limit, or the connect timeout of a new connection the ping went out on (pg's, the same 5 s).
+      const noAnswer = /the store did not answer within 5 s|cannot be reached: timeout expired/;
       await waitFor(() => /alert store\.unavailable: the store does not answer/.test(d!.stderr), 'the partition logged', 20_000, 100)
         .catch((err: Error) => { throw new Error(`${err.message}; its log's end:\n${d!.stderr.slice(-3000)}`); });
       const seenAfter = Date.now() - frozenAt;
-      expect(seenAfter).toBeGreaterThanOrEqual(4_500);
-      expect(d.stderr).toMatch(/did not answer within 5 s/);
-      // /healthz answers too, down, within the same limit (a load balancer's check does not hang on it): its ping
-      // timed out, or the new connection it opened did (the read connection held by the frozen pings is full).
+      expect(seenAfter).toBeGreaterThanOrEqual(4_000); // 5 s from a ping sent at most one tick before the freeze
+      expect(d.stderr).toMatch(noAnswer);
+      // /healthz answers too, down, within the same limit (a load balancer's check does not hang on it).
       const asked = Date.now();
       const h = await fetch(`${d.url}/healthz`, { signal: AbortSignal.timeout(15_000) });
       expect(Date.now() - asked).toBeLessThan(12_000);
       expect(h.status).toBe(503);
       const verdict = await h.json() as { status: string; reasons: string[] };
       expect(verdict.status).toBe('down');
-      expect(verdict.reasons.join('\n')).toMatch(/^store: the store does not answer \((the store did not answer within 5 s|the database \(PostgreSQL at 127\.0\.0\.1:\d+\/alerts_freeze\) cannot be reached: timeout expired)\)/);
+      expect(verdict.reasons.join('\n')).toMatch(/^store: the store does not answer \(/);
+      expect(verdict.reasons.join('\n')).toMatch(noAnswer);
       const thawAt = Date.now();
       proxy.thaw();
       const at = () => rx.at('/freeze').map((r) => JSON.parse(r.body.toString('utf8')) as Envelope);
       await waitFor(() => at().some((e) => e.type === 'store.recovered'), 'store.recovered after the partition', 30_000, 100);
       const down = at().find((e) => e.type === 'store.unavailable')!;
-      expect(down.data.error).toMatch(/did not answer within 5 s/);
+      expect(down.data.error).toMatch(noAnswer);
+      expect(JSON.stringify(at())).not.toContain(server.password);
       const since = Date.parse(down.data.since);
       expect(since).toBeGreaterThanOrEqual(frozenAt - 1000);
       expect(since).toBeLessThanOrEqual(thawAt);

@@ -1,11 +1,13 @@
 // A TCP proxy on 127.0.0.1 in front of a server (the test's PostgreSQL) that can be frozen: a network between the
-// daemon and its database that starts dropping packets. Frozen, it forwards nothing either way and answers nothing
-// to new connections, but closes nothing: no error, no reset, as with a partition (only TCP's own timers, minutes
-// later, would tell). Thawed, what was held goes on, in order, and new connections are served again.
+// daemon and its database that starts dropping packets. Frozen, it forwards nothing either way (new connections are
+// accepted, and their bytes held too) and closes nothing: no error, no reset, as with a partition (only TCP's own
+// timers, minutes later, would tell). Thawed, what was held goes on, in order.
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
 export interface FreezingProxy {
   port: number;
+  /** Chunks forwarded from the server to its clients so far (answers). */
+  readonly answered: number;
   freeze(): void;
   thaw(): void;
   close(): Promise<void>;
@@ -13,6 +15,7 @@ export interface FreezingProxy {
 
 export async function startFreezingProxy(targetPort: number): Promise<FreezingProxy> {
   let frozen = false;
+  let answered = 0;
   const sockets = new Set<Socket>();
   /** Writes held while frozen, replayed in order on thaw. */
   let held: Array<() => void> = [];
@@ -28,11 +31,13 @@ export async function startFreezingProxy(targetPort: number): Promise<FreezingPr
       s.on('close', () => { sockets.delete(s); client.destroy(); upstream.destroy(); });
     }
     client.on('data', pass(upstream));
-    upstream.on('data', pass(client));
+    const answer = pass(client);
+    upstream.on('data', (chunk: Buffer) => { if (!frozen) answered++; answer(chunk); });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
     port: (server.address() as AddressInfo).port,
+    get answered() { return answered; },
     freeze: () => { frozen = true; },
     thaw: () => {
       frozen = false;
