@@ -1,7 +1,8 @@
 // A TCP proxy on 127.0.0.1 in front of a server (the test's PostgreSQL) that can be frozen: a network between the
 // daemon and its database that starts dropping packets. Frozen, it forwards nothing either way (new connections are
 // accepted, and their bytes held too) and closes nothing: no error, no reset, as with a partition (only TCP's own
-// timers, minutes later, would tell). Thawed, what was held goes on, in order.
+// timers, minutes later, would tell); a connection the server ends meanwhile ends for the client only once thawed.
+// Thawed, what was held goes on, in order.
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 
 export interface FreezingProxy {
@@ -25,14 +26,20 @@ export async function startFreezingProxy(targetPort: number): Promise<FreezingPr
   };
   const server = createServer((client) => {
     const upstream = connect(targetPort, '127.0.0.1');
-    for (const s of [client, upstream]) {
-      sockets.add(s);
-      s.on('error', () => { client.destroy(); upstream.destroy(); });
-      s.on('close', () => { sockets.delete(s); client.destroy(); upstream.destroy(); });
-    }
+    // The server's side ending (its idle-in-transaction timeout, say) reaches the client only once thawed, as its FIN
+    // would cross a partition; the client's side ending is passed on at once (nothing to observe there).
+    const serverGone = () => { if (frozen) held.push(() => client.destroy()); else client.destroy(); };
+    for (const s of [client, upstream]) sockets.add(s);
+    client.on('error', () => upstream.destroy());
+    client.on('close', () => { sockets.delete(client); upstream.destroy(); });
+    upstream.on('error', serverGone);
+    upstream.on('close', () => { sockets.delete(upstream); serverGone(); });
     client.on('data', pass(upstream));
     const answer = pass(client);
-    upstream.on('data', (chunk: Buffer) => { if (!frozen) answered++; answer(chunk); });
+    upstream.on('data', (chunk: Buffer) => {
+      if (!frozen) answered++;
+      answer(chunk);
+    });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   return {
