@@ -1,8 +1,8 @@
 // Start the real daemon (bin/node-svc daemon) as a child process on a free loopback port, and talk HTTP to it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { join } from 'node:path';
-import { BIN, cliFor, json, REPO_ROOT } from './cli.js';
+import { join, resolve } from 'node:path';
+import { BIN, REPO_ROOT } from './cli.js';
 import { ISSUER, publicJwks, writeJwks, type KeyPair } from './issuer.js';
 import { storeUrlFor, testServerUrl } from './postgres.js';
 
@@ -90,21 +90,27 @@ export interface NodeSetup {
   jwksPath: string;
 }
 
-/** Register node-a and node-b, issue a token for each, and trust `keys` (the issuer's JWKS) for `issuer`. */
+/**
+ * Register node-a and node-b, issue a token for each, and trust `keys` (the issuer's JWKS) for `issuer`: what
+ * `node-svc nodes add`, `tokens issue` and `keys add --issuer` do (the same service functions on the same store, the
+ * data dir's or the run's PostgreSQL database for it), in this process. Five CLI processes here cost about 1.3 s of CPU
+ * per call, and the suites call this some 90 times per run on two cores that the suites keep busy (test/run.mjs); the
+ * CLI commands themselves are tested in test/e2e/cli-admin.test.ts and cli-trust.test.ts.
+ */
 export async function setupNodes(dataDir: string, keys: KeyPair | KeyPair[], issuer = ISSUER): Promise<NodeSetup> {
-  const cli = cliFor(dataDir);
-  const ok = async (...args: string[]) => {
-    const r = await cli(...args);
-    if (r.code !== 0) throw new Error(`node-svc ${args.join(' ')} → ${r.code}\n${r.stderr}`);
-    return r.stdout;
-  };
-  await ok('nodes', 'add', 'node-a');
-  await ok('nodes', 'add', 'node-b');
-  const tokenA = json<{ token: string }>(await ok('tokens', 'issue', 'node-a')).token;
-  const tokenB = json<{ token: string }>(await ok('tokens', 'issue', 'node-b')).token;
-  const jwksPath = await writeJwks(join(dataDir, '..', `jwks-${Date.now()}.json`), publicJwks(...(Array.isArray(keys) ? keys : [keys])));
-  await ok('keys', 'add', '--issuer', issuer, jwksPath);
-  return { tokenA, tokenB, jwksPath };
+  const [{ openStore }, admin] = await Promise.all([import('../../src/store/open.js'), import('../../src/service/admin.js')]);
+  const store = await openStore({ dataDir: resolve(dataDir), store: testServerUrl() ? await storeUrlFor(dataDir) : undefined });
+  try {
+    await admin.addNode(store, 'node-a');
+    await admin.addNode(store, 'node-b');
+    const tokenA = (await admin.issueToken(store, 'node-a')).token;
+    const tokenB = (await admin.issueToken(store, 'node-b')).token;
+    const jwksPath = await writeJwks(join(dataDir, '..', `jwks-${Date.now()}.json`), publicJwks(...(Array.isArray(keys) ? keys : [keys])));
+    await admin.addKeys(store, issuer, await admin.readJwksSource(jwksPath), jwksPath);
+    return { tokenA, tokenB, jwksPath };
+  } finally {
+    await store.close();
+  }
 }
 
 export interface HttpResult<T = any> {
