@@ -1,7 +1,7 @@
 // Start the real daemon (bin/node-svc daemon) as a child process on a free loopback port, and talk HTTP to it.
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createServer } from 'node:net';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { BIN, REPO_ROOT } from './cli.js';
 import { ISSUER, publicJwks, writeJwks, type KeyPair } from './issuer.js';
 import { storeUrlFor, testServerUrl } from './postgres.js';
@@ -92,15 +92,15 @@ export interface NodeSetup {
 
 /**
  * Register node-a and node-b, issue a token for each, and trust `keys` (the issuer's JWKS) for `issuer`: what
- * `node-svc nodes add`, `tokens issue` and `keys add --issuer` do (the same service functions on the same store, the
- * data dir's or the run's PostgreSQL database for it), in this process. Five CLI processes here cost about 1.3 s of CPU
- * per call, and the suites call this some 90 times per run on two cores that the suites keep busy (test/run.mjs); the
- * CLI commands themselves are tested in test/e2e/cli-admin.test.ts and cli-trust.test.ts.
+ * `node-svc nodes add`, `tokens issue` and `keys add --issuer` do (their service functions, in the CLI's own withStore
+ * on the same store: the data dir's SQLite file, or the run's PostgreSQL database for it), in this process. Five CLI
+ * processes cost about 1.1 s of CPU per setup, and the suites set up some 40 times a phase on two cores that they keep
+ * busy (test/run.mjs); the CLI commands themselves are tested in test/e2e/cli-admin.test.ts and cli-trust.test.ts.
  */
 export async function setupNodes(dataDir: string, keys: KeyPair | KeyPair[], issuer = ISSUER): Promise<NodeSetup> {
-  const [{ openStore }, admin] = await Promise.all([import('../../src/store/open.js'), import('../../src/service/admin.js')]);
-  const store = await openStore({ dataDir: resolve(dataDir), store: testServerUrl() ? await storeUrlFor(dataDir) : undefined });
-  try {
+  const [{ withStore }, admin] = await Promise.all([import('../../src/cli/commands/context.js'), import('../../src/service/admin.js')]);
+  // 'sqlite' spelled out: withStore would otherwise read NODE_SVC_STORE, which runCli drops from a CLI run's environment.
+  return withStore({ dataDir, store: (await storeUrlFor(dataDir)) ?? 'sqlite' }, async (store) => {
     await admin.addNode(store, 'node-a');
     await admin.addNode(store, 'node-b');
     const tokenA = (await admin.issueToken(store, 'node-a')).token;
@@ -108,9 +108,7 @@ export async function setupNodes(dataDir: string, keys: KeyPair | KeyPair[], iss
     const jwksPath = await writeJwks(join(dataDir, '..', `jwks-${Date.now()}.json`), publicJwks(...(Array.isArray(keys) ? keys : [keys])));
     await admin.addKeys(store, issuer, await admin.readJwksSource(jwksPath), jwksPath);
     return { tokenA, tokenB, jwksPath };
-  } finally {
-    await store.close();
-  }
+  });
 }
 
 export interface HttpResult<T = any> {
