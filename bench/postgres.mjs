@@ -68,8 +68,9 @@
 //      BENCH_PG_SCALE_CLIENTS (1), BENCH_PG_SCALE_IN_FLIGHT (4), BENCH_PG_SCALE_SECONDS (BENCH_SECONDS), BENCH_PG_SCALE_EVENTS (300),
 //      BENCH_PG_SCALE_ROUNDS (3), BENCH_PG_SCALE_DETAIL=1 (diagnosis: what each scaling run's round trips carried, on
 //      stderr); BENCH_TRACE=1 (phase times on stderr); BENCH_PG_STATEMENTS=1 (diagnosis: load
-//      pg_stat_statements and print the statements per request and per event of the last PostgreSQL round of part 1;
-//      slows PostgreSQL a little).
+//      pg_stat_statements and print the statements per request and per event of the last PostgreSQL round of part 1,
+//      and what its sessions waited on, sampled from pg_stat_activity; slows PostgreSQL a little);
+//      BENCH_DAEMON_EXEC_ARGV (node flags of the daemon processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
 //      Run time here: 4 to 5 minutes (221-293 s in six runs on the shared machine; compare 90-125 s, failover ~14 s,
 //      control ~30 s, ops 15-20 s, scale 75-100 s).
 import { execFileSync, fork } from 'node:child_process';
@@ -91,6 +92,7 @@ const BATCH = 100;
 const HEADROOM_CONNECTIONS = Number(process.env.BENCH_HEADROOM_CONNECTIONS ?? 32);
 const VOUCHER_CONNECTIONS = Number(process.env.BENCH_VOUCHER_CONNECTIONS ?? 64);
 const STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
+const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // node flags of the daemons (e.g. --cpu-prof)
 const ALL_PARTS = ['compare', 'failover', 'control', 'ops', 'scale'];
 const PARTS = (process.env.BENCH_PG_PARTS ?? ALL_PARTS.join(',')).split(',').map((x) => x.trim()).filter(Boolean);
 const CONTROL_ROUNDS = Number(process.env.BENCH_PG_CONTROL_ROUNDS ?? 3);
@@ -143,7 +145,8 @@ let lastOneDaemonRate; // part 1's deliveries/s of one PostgreSQL daemon: sizes 
 
 /** A forked helper with request/response over IPC (as bench/delivery). */
 async function spawnChild(file, args, extraEnv = {}) {
-  const child = fork(file, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn', ...extraEnv }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  const execArgv = file === LIB ? DAEMON_ARGV : [];
+  const child = fork(file, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn', ...extraEnv }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
   children.push(child);
   let seq = 0;
   let exited = false;
@@ -426,6 +429,39 @@ async function statements(label, n, unit) {
   for (const r of st.slice(0, 16)) console.error(`    ${(Number(r.calls) / n).toFixed(3).padStart(8)}/${unit}  ${((Number(r.total_exec_time) / n) * 1000).toFixed(1).padStart(6)} µs  ${r.query.replace(/\s+/g, ' ').slice(0, 140)}`);
 }
 
+/**
+ * BENCH_PG_STATEMENTS=1: what the bench database's sessions are doing, sampled every 20 ms until stop() (the issue's
+ * "lock waits in pg_stat_activity"): per sample, each session active in a statement counts under its wait event
+ * (none: on the CPU or runnable), idle in a transaction under that. Printed as the share of active session-samples.
+ */
+function waitSampler(label) {
+  if (!su) return undefined;
+  const counts = new Map();
+  let samples = 0;
+  let going = true;
+  const loop = (async () => {
+    while (going) {
+      const rows = (await su.query(`SELECT state, wait_event_type, wait_event FROM pg_stat_activity
+        WHERE datname = 'nsvc_bench' AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')`)).rows;
+      samples++;
+      for (const r of rows) {
+        const k = r.state === 'active' ? (r.wait_event_type ? `${r.wait_event_type}:${r.wait_event}` : 'on CPU') : 'idle in transaction';
+        counts.set(k, (counts.get(k) ?? 0) + 1);
+      }
+      await sleep(20);
+    }
+  })();
+  return {
+    async stop() {
+      going = false;
+      await loop;
+      const all = [...counts.values()].reduce((a, b) => a + b, 0);
+      console.error(`  [waits] ${label}: ${samples} samples, ${(all / Math.max(1, samples)).toFixed(1)} sessions busy per sample:`);
+      for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.error(`    ${((100 * n) / all).toFixed(1).padStart(5)} %  ${k}`);
+    },
+  };
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Part 1 (and two daemons / one, write cost): PostgreSQL against SQLite, one daemon each, no proxy.
 
@@ -483,7 +519,9 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
     const a = await deliveries(sqlite.d, N);
     const before = k === DELIVERY_ROUNDS - 1 ? await walMark() : undefined;
     if (before && su) await su.query('SELECT pg_stat_statements_reset()');
+    const waits = before ? waitSampler('deliveries, one daemon') : undefined;
     const b = await deliveries(pgOne.d, N);
+    await waits?.stop();
     if (before) {
       const after = await walMark();
       const wal = Number(await sqlValue('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint::text', [after.lsn, before.lsn]));

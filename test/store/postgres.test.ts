@@ -764,7 +764,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(210);
+      expect(LATEST).toBe(220);
+      // 0220: delivery counts kept once per statement, from its transition tables.
+      expect(await s.q.all("SELECT tgname FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND tgname LIKE 'deliveries_count_%' AND tgtype & 1 = 0 ORDER BY 1")).toEqual(
+        [{ tgname: 'deliveries_count_delete' }, { tgname: 'deliveries_count_insert' }, { tgname: 'deliveries_count_update' }]);
       // 0200: one stored body per event (the 1.0.0 envelope is made when a delivery is claimed).
       expect(await s.q.value("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'body_v100'")).toBe(0);
       // 0190: the deliveries indexes no read uses are gone, the ones the reads use are there.
@@ -778,6 +781,28 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const again = await openAt(url);
       expect(await again.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
       expect(await again.q.value("SELECT COUNT(*) FROM nodes WHERE id != '@operator'")).toBe(1); // (@operator: the owner of alert endpoints, migration 0150)
+    });
+
+    it('keep the delivery counts per statement (0220): a fan-out, a claim, a batch of attempts and a delete of several rows each add up', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n', 1)");
+      for (const id of ['sa', 'sb']) {
+        await s.q.run("INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at) VALUES (?, 'n', 'https://r.example/', '*', '1.1.0', 'active', 'k', 1, 1)", [id]);
+      }
+      const seq = await s.q.value<number>("INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES ('e1', 'n', 'budget.halted', 'r', 1, '{}') RETURNING seq");
+      const kept = async () => Object.fromEntries((await s.q.all<{ k: string; n: number }>(
+        "SELECT subscription_id || ' ' || state AS k, CAST(SUM(n) AS INTEGER) AS n FROM delivery_counts GROUP BY subscription_id, state HAVING SUM(n) != 0")).map((r) => [r.k, r.n]));
+      const row = (id: string, sub: string) => `('${id}', ${seq}, '${sub}', 'pending', 1, 1, 0)`;
+      await s.q.run(`INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES ${[row('d1', 'sa'), row('d2', 'sa'), row('d3', 'sb'), row('d4', 'sb'), row('d5', 'sb')].join(', ')}`);
+      expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 3 });
+      await s.q.run("UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = 5 WHERE subscription_id = 'sb'"); // a claim: no state moves
+      expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 3 });
+      // A batch of outcomes in one statement: delivered, dead, retrying (an error while pending), and one unchanged.
+      await s.q.run(`UPDATE deliveries SET status = CASE id WHEN 'd1' THEN 'delivered' WHEN 'd3' THEN 'dead' ELSE status END,
+        last_error = CASE id WHEN 'd4' THEN 'timeout' ELSE last_error END WHERE id IN ('d1', 'd3', 'd4', 'd5')`);
+      expect(await kept()).toEqual({ 'sa delivered': 1, 'sa pending': 1, 'sb dead': 1, 'sb retrying': 1, 'sb pending': 1 });
+      await s.q.run("DELETE FROM deliveries WHERE id IN ('d1', 'd2', 'd4')");
+      expect(await kept()).toEqual({ 'sb dead': 1, 'sb pending': 1 });
     });
 
     it('two daemons starting together migrate once', async () => {
