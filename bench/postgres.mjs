@@ -487,7 +487,9 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
     for (let k = 0; k < ROUNDS; k++) {
       const a = await run(sqlite, kind);
       if (k === ROUNDS - 1) await su?.query('SELECT pg_stat_statements_reset()');
+      const waits = k === ROUNDS - 1 ? waitSampler(kind === 'headroom' ? 'GET headroom' : 'POST vouchers') : undefined;
       const b = await run(pgOne, kind);
+      await waits?.stop();
       if (k === ROUNDS - 1) await statements(kind === 'headroom' ? 'GET headroom' : 'POST vouchers', b.rps * SECONDS, 'request');
       res[kind].SQLite.push(a);
       res[kind].PostgreSQL.push(b);
