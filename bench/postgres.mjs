@@ -92,7 +92,7 @@ const BATCH = 100;
 const HEADROOM_CONNECTIONS = Number(process.env.BENCH_HEADROOM_CONNECTIONS ?? 32);
 const VOUCHER_CONNECTIONS = Number(process.env.BENCH_VOUCHER_CONNECTIONS ?? 64);
 const STATEMENTS = process.env.BENCH_PG_STATEMENTS === '1';
-const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // node flags of the daemons (e.g. --cpu-prof)
+const DAEMON_ARGV = (process.env.BENCH_DAEMON_EXEC_ARGV ?? '').split(' ').filter(Boolean); // node flags of the daemons (e.g. --cpu-prof), split on spaces
 const ALL_PARTS = ['compare', 'failover', 'control', 'ops', 'scale'];
 const PARTS = (process.env.BENCH_PG_PARTS ?? ALL_PARTS.join(',')).split(',').map((x) => x.trim()).filter(Boolean);
 const CONTROL_ROUNDS = Number(process.env.BENCH_PG_CONTROL_ROUNDS ?? 3);
@@ -142,11 +142,13 @@ let db;
 let su;
 let proxies; // the latency proxies' process (started by the first part that needs one)
 let lastOneDaemonRate; // part 1's deliveries/s of one PostgreSQL daemon: sizes part 2's burst
+/** The wait samplers running (cleanup stops them before it closes their client). */
+const samplers = new Set();
 
 /** A forked helper with request/response over IPC (as bench/delivery). */
 async function spawnChild(file, args, extraEnv = {}) {
-  const execArgv = file === LIB ? DAEMON_ARGV : [];
-  const child = fork(file, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn', ...extraEnv }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], execArgv });
+  const execArgv = file === LIB && DAEMON_ARGV.length ? { execArgv: [...process.execArgv, ...DAEMON_ARGV] } : {};
+  const child = fork(file, args, { env: { ...env, NODE_SVC_LOG_LEVEL: 'warn', ...extraEnv }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'], ...execArgv });
   children.push(child);
   let seq = 0;
   let exited = false;
@@ -200,6 +202,7 @@ async function cleanup() {
     const gone = await within(new Promise((r) => c.once('exit', () => r(true))), 5000, false);
     if (!gone) c.kill('SIGKILL');
   }
+  for (const w of [...samplers]) await w.stop().catch(() => undefined);
   await db?.end().catch(() => undefined);
   await su?.end().catch(() => undefined);
   await server?.stop().catch((e) => console.error(`bench/postgres: stopping PostgreSQL: ${e.message}`));
@@ -439,29 +442,37 @@ function waitSampler(label) {
   const counts = new Map();
   let samples = 0;
   let going = true;
+  let failed;
   const loop = (async () => {
     while (going) {
-      const rows = (await su.query(`SELECT state, wait_event_type, wait_event FROM pg_stat_activity
-        WHERE datname = 'nsvc_bench' AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')`)).rows;
-      samples++;
-      for (const r of rows) {
-        const k = r.state === 'active' ? (r.wait_event_type ? `${r.wait_event_type}:${r.wait_event}` : 'on CPU') : 'idle in transaction';
-        counts.set(k, (counts.get(k) ?? 0) + 1);
+      try {
+        const rows = (await su.query(`SELECT state, wait_event_type, wait_event FROM pg_stat_activity
+          WHERE datname = 'nsvc_bench' AND pid <> pg_backend_pid() AND state IN ('active', 'idle in transaction')`)).rows;
+        samples++;
+        for (const r of rows) {
+          const k = r.state === 'active' ? (r.wait_event_type ? `${r.wait_event_type}:${r.wait_event}` : 'on CPU') : 'idle in transaction';
+          counts.set(k, (counts.get(k) ?? 0) + 1);
+        }
+      } catch (err) {
+        failed = err; // (the client closed by cleanup, a query refused): the sampling ends, the bench goes on
+        return;
       }
       await sleep(20);
     }
   })();
-  return {
+  const sampler = {
     async stop() {
       going = false;
       await loop;
+      samplers.delete(sampler);
       const all = [...counts.values()].reduce((a, b) => a + b, 0);
-      console.error(`  [waits] ${label}: ${samples} samples, ${(all / Math.max(1, samples)).toFixed(1)} sessions busy per sample:`);
+      console.error(`  [waits] ${label}: ${samples} samples, ${(all / Math.max(1, samples)).toFixed(1)} sessions busy per sample${failed ? ` (sampling stopped: ${failed.message})` : ''}:`);
       for (const [k, n] of [...counts].sort((a, b) => b[1] - a[1]).slice(0, 12)) console.error(`    ${((100 * n) / all).toFixed(1).padStart(5)} %  ${k}`);
     },
   };
+  samplers.add(sampler);
+  return sampler;
 }
-
 // ---------------------------------------------------------------------------------------------------------------
 // Part 1 (and two daemons / one, write cost): PostgreSQL against SQLite, one daemon each, no proxy.
 
@@ -488,8 +499,7 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
       const a = await run(sqlite, kind);
       if (k === ROUNDS - 1) await su?.query('SELECT pg_stat_statements_reset()');
       const waits = k === ROUNDS - 1 ? waitSampler(kind === 'headroom' ? 'GET headroom' : 'POST vouchers') : undefined;
-      const b = await run(pgOne, kind);
-      await waits?.stop();
+      const b = await run(pgOne, kind).finally(() => waits?.stop());
       if (k === ROUNDS - 1) await statements(kind === 'headroom' ? 'GET headroom' : 'POST vouchers', b.rps * SECONDS, 'request');
       res[kind].SQLite.push(a);
       res[kind].PostgreSQL.push(b);
@@ -522,8 +532,7 @@ async function partCompare({ sqlite, pgOne, both, startPg, sqlValue, receiver, d
     const before = k === DELIVERY_ROUNDS - 1 ? await walMark() : undefined;
     if (before && su) await su.query('SELECT pg_stat_statements_reset()');
     const waits = before ? waitSampler('deliveries, one daemon') : undefined;
-    const b = await deliveries(pgOne.d, N);
-    await waits?.stop();
+    const b = await deliveries(pgOne.d, N).finally(() => waits?.stop());
     if (before) {
       const after = await walMark();
       const wal = Number(await sqlValue('SELECT pg_wal_lsn_diff($1::pg_lsn, $2::pg_lsn)::bigint::text', [after.lsn, before.lsn]));

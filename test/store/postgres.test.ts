@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
+import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
 import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { claimDue, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
@@ -801,9 +802,47 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await s.q.run(`UPDATE deliveries SET status = CASE id WHEN 'd1' THEN 'delivered' WHEN 'd3' THEN 'dead' ELSE status END,
         last_error = CASE id WHEN 'd4' THEN 'timeout' ELSE last_error END WHERE id IN ('d1', 'd3', 'd4', 'd5')`);
       expect(await kept()).toEqual({ 'sa delivered': 1, 'sa pending': 1, 'sb dead': 1, 'sb retrying': 1, 'sb pending': 1 });
+      // One leaves retrying as another enters it: that state's change nets to zero in the statement.
+      await s.q.run(`UPDATE deliveries SET status = CASE id WHEN 'd4' THEN 'delivered' ELSE status END,
+        last_error = CASE id WHEN 'd5' THEN 'refused' ELSE last_error END WHERE id IN ('d4', 'd5')`);
+      expect(await kept()).toEqual({ 'sa delivered': 1, 'sa pending': 1, 'sb dead': 1, 'sb retrying': 1, 'sb delivered': 1 });
       await s.q.run("DELETE FROM deliveries WHERE id IN ('d1', 'd2', 'd4')");
-      expect(await kept()).toEqual({ 'sb dead': 1, 'sb pending': 1 });
+      expect(await kept()).toEqual({ 'sb dead': 1, 'sb retrying': 1 });
     });
+
+    it('give each session a counter slot of its own (0220): distinct while they live, kept across a rollback, free again when one ends', async () => {
+      const url = await freshDb();
+      (await openAt(url)); // migrated
+      const clients: pg.Client[] = [];
+      const session = async () => { const c = new pg.Client({ connectionString: url }); await c.connect(); clients.push(c); return c; };
+      const slotOf = async (c: pg.Client) => Number((await c.query('SELECT node_svc_counter_slot() AS s')).rows[0].s);
+      const held = async (c: pg.Client) => Number((await c.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = ${SLOT_LOCKS}`)).rows[0].n);
+      try {
+        const [a, b, c] = [await session(), await session(), await session()];
+        const slots = [await slotOf(a), await slotOf(b), await slotOf(c)];
+        expect(new Set(slots).size).toBe(3);
+        expect(slots.every((x) => x >= 0 && x < SESSION_SLOTS)).toBe(true);
+        // A slot taken inside a transaction that rolls back: the session's setting is undone, its lock is not; the
+        // next call finds the same slot again, and takes no second one.
+        const d = await session();
+        await d.query('BEGIN');
+        const first = await slotOf(d);
+        await d.query('ROLLBACK');
+        expect((await d.query("SELECT current_setting('node_svc.counter_slot', true) AS v")).rows[0].v ?? '').toBe('');
+        expect(await slotOf(d)).toBe(first);
+        expect(await held(d)).toBe(1);
+        expect(slots).not.toContain(first);
+        // A session that ends frees its slot for the next one.
+        await a.end();
+        clients.splice(clients.indexOf(a), 1);
+        // (its backend lets go of its locks as it exits, a moment after the client closed)
+        await waitFor(async () => Number((await b.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${SLOT_LOCKS} AND objid = ${slots[0]} AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0].n) === 0, 'the ended session\'s slot lock released', 10_000);
+        const e = await session();
+        expect(await slotOf(e)).toBe(slots[0]);
+      } finally {
+        for (const c of clients) await c.end().catch(() => {});
+      }
+    }, 30_000);
 
     it('two daemons starting together migrate once', async () => {
       const url = await freshDb();
