@@ -769,6 +769,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       // 0220: delivery counts kept once per statement, from its transition tables.
       expect(await s.q.all("SELECT tgname FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND tgname LIKE 'deliveries_count_%' AND tgtype & 1 = 0 ORDER BY 1")).toEqual(
         [{ tgname: 'deliveries_count_delete' }, { tgname: 'deliveries_count_insert' }, { tgname: 'deliveries_count_update' }]);
+      // and every counter function writes in its session's own slot.
+      for (const f of ['deliveries_count', 'deliveries_count_resolved', 'streams_asset_totals', 'streams_unsettled']) {
+        const def = await s.q.value<string>(`SELECT pg_get_functiondef(CAST('${f}' AS regproc))`);
+        expect([f, def.includes('node_svc_counter_slot()'), def.includes('pg_backend_pid')]).toEqual([f, true, false]);
+      }
       // 0200: one stored body per event (the 1.0.0 envelope is made when a delivery is claimed).
       expect(await s.q.value("SELECT COUNT(*) FROM information_schema.columns WHERE table_name = 'events' AND column_name = 'body_v100'")).toBe(0);
       // 0190: the deliveries indexes no read uses are gone, the ones the reads use are there.

@@ -10,6 +10,21 @@ import type { Migration } from './index.js';
 const RESOLVE = `UPDATE deliveries SET resolved_at = NEW.delivered_at
   WHERE event_seq = NEW.event_seq AND subscription_id = NEW.subscription_id AND status = 'dead' AND resolved_at IS NULL`;
 
+/** The function that counts resolved dead deliveries, writing in counter slot `slot` (0220 passes its own). */
+export const countResolved = (slot: string) => `
+    CREATE OR REPLACE FUNCTION deliveries_count_resolved() RETURNS trigger LANGUAGE plpgsql AS $$
+    BEGIN
+      IF TG_OP = 'DELETE' THEN
+        INSERT INTO delivery_counts(subscription_id, state, slot, n) VALUES (OLD.subscription_id, 'dead_resolved', ${slot}, -1)
+          ON CONFLICT(subscription_id, state, slot) DO UPDATE SET n = delivery_counts.n - 1;
+      ELSE
+        INSERT INTO delivery_counts(subscription_id, state, slot, n) VALUES (NEW.subscription_id, 'dead_resolved', ${slot}, 1)
+          ON CONFLICT(subscription_id, state, slot) DO UPDATE SET n = delivery_counts.n + 1;
+      END IF;
+      RETURN NULL;
+    END $$;
+`;
+
 const m: Migration = {
   version: 180,
   name: 'dead deliveries resolved by a later delivery of their event to their subscription',
@@ -44,17 +59,7 @@ const m: Migration = {
     END $$;
     CREATE TRIGGER deliveries_resolve_dead AFTER UPDATE OF status ON deliveries FOR EACH ROW
       WHEN (NEW.status = 'delivered' AND OLD.status IS DISTINCT FROM 'delivered' AND NEW.redelivery = 1) EXECUTE FUNCTION deliveries_resolve_dead();
-    CREATE OR REPLACE FUNCTION deliveries_count_resolved() RETURNS trigger LANGUAGE plpgsql AS $$
-    BEGIN
-      IF TG_OP = 'DELETE' THEN
-        INSERT INTO delivery_counts(subscription_id, state, slot, n) VALUES (OLD.subscription_id, 'dead_resolved', pg_backend_pid() % ${COUNTER_SLOTS}, -1)
-          ON CONFLICT(subscription_id, state, slot) DO UPDATE SET n = delivery_counts.n - 1;
-      ELSE
-        INSERT INTO delivery_counts(subscription_id, state, slot, n) VALUES (NEW.subscription_id, 'dead_resolved', pg_backend_pid() % ${COUNTER_SLOTS}, 1)
-          ON CONFLICT(subscription_id, state, slot) DO UPDATE SET n = delivery_counts.n + 1;
-      END IF;
-      RETURN NULL;
-    END $$;
+    ${countResolved(`pg_backend_pid() % ${COUNTER_SLOTS}`)}
     CREATE TRIGGER deliveries_count_resolved AFTER UPDATE OF resolved_at ON deliveries FOR EACH ROW
       WHEN (NEW.status = 'dead' AND OLD.resolved_at IS NULL AND NEW.resolved_at IS NOT NULL) EXECUTE FUNCTION deliveries_count_resolved();
     CREATE TRIGGER deliveries_count_resolved_delete AFTER DELETE ON deliveries FOR EACH ROW

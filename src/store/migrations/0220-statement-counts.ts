@@ -1,4 +1,6 @@
 import { STATE } from './0090-history.js';
+import { streamCounters } from './0130-counter-slots.js';
+import { countResolved } from './0180-dead-resolved.js';
 import type { Migration } from './index.js';
 
 /** The advisory-lock namespace (first key of the two-int4 form) in which a session holds its counter slot. */
@@ -26,11 +28,13 @@ const SLOT = 'node_svc_counter_slot()';
 // the next). Each session now takes a slot of its own once, the first free one of 64 (SESSION_SLOTS), by a session
 // advisory lock (released when the session ends), and remembers it in a setting of the session; a setting that a
 // rolled-back transaction undid is found again from the lock the session still holds. Reads sum the slots as before.
+// The other counters kept by triggers (asset_totals, store_gauges, the dead_resolved rows) take the same slot: their
+// functions are issued again with it (0130's and 0180's, the slot aside unchanged).
 // Rolling restarts: a daemon of the release before keeps running on schema 220 (the counts are kept by the server as
 // before), but cannot start on it (a database migrated by a newer node-svc is refused).
 const m: Migration = {
   version: 220,
-  name: 'PostgreSQL: delivery counts kept once per statement (transition tables) instead of once per row',
+  name: 'PostgreSQL: delivery counts kept once per statement (transition tables); every counter in a slot of its session',
   up() {},
   postgres: `
     DROP TRIGGER deliveries_count_insert ON deliveries;
@@ -52,6 +56,11 @@ const m: Migration = {
       PERFORM set_config('node_svc.counter_slot', s, false);
       RETURN CAST(s AS SMALLINT);
     END $$;
+    -- The other counters' functions (money per asset and unsettled streams: every voucher; resolved dead deliveries)
+    -- the same as before, in the session's slot.
+    ${streamCounters(SLOT).assets}
+    ${streamCounters(SLOT).unsettled}
+    ${countResolved(SLOT)}
     CREATE FUNCTION deliveries_count() RETURNS trigger LANGUAGE plpgsql AS $$
     BEGIN
       IF TG_OP = 'INSERT' THEN
