@@ -141,7 +141,7 @@ async function escrowRail(dataDir: string, st: SandboxState): Promise<RailSandbo
         return { credential, voucher: async (amount, units) => ({ stream: id, amount: amount.toString(), units: units.toString(), signature: await chain.signVoucher(terms, amount) }) };
       },
     }),
-    stop: () => chain.stop(),
+    stop: async () => { await chain.stop(); },
   };
 }
 

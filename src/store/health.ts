@@ -94,7 +94,7 @@ export const health = {
     const failed = (await q.value<number>(`SELECT COUNT(*) AS n FROM settlements t WHERE t.status = 'failed' AND t.created_at > ?
       AND NOT EXISTS (SELECT 1 FROM settlements u WHERE u.node_id = t.node_id AND u.stream = t.stream AND u.created_at > t.created_at)`, [now - 3_600_000])) ?? 0;
     const byAsset = (await q.all<{ asset: string; unsettled: bigint; final: bigint; n: bigint }>(
-      // Summed per asset: PostgreSQL keeps each counter in slots (migration 0130), SQLite in one row.
+      // Summed per asset: PostgreSQL keeps each counter in slots (migrations 0130 and 0220), SQLite in one row.
       `SELECT asset, CAST(SUM(billed_micro) - SUM(final_micro) AS BIGINT) AS unsettled, CAST(SUM(final_micro) AS BIGINT) AS final, CAST(SUM(billed_streams) AS BIGINT) AS n
         FROM asset_totals GROUP BY asset HAVING SUM(billed_streams) > 0 ORDER BY asset`, [], true))
       .map((r) => ({ asset: r.asset, unsettledMicro: r.unsettled, finalMicro: r.final, streams: Number(r.n) }));

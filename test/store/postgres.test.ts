@@ -821,27 +821,31 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const clients: pg.Client[] = [];
       const session = async () => { const c = new pg.Client({ connectionString: url }); await c.connect(); clients.push(c); return c; };
       const slotOf = async (c: pg.Client) => Number((await c.query('SELECT node_svc_counter_slot() AS s')).rows[0].s);
-      const held = async (c: pg.Client) => Number((await c.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = ${SLOT_LOCKS}`)).rows[0].n);
+      const held = async (c: pg.Client) => Number((await c.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND classid = ${SLOT_LOCKS} AND objsubid = 2`)).rows[0].n);
       try {
         const [a, b, c] = [await session(), await session(), await session()];
         const slots = [await slotOf(a), await slotOf(b), await slotOf(c)];
         expect(new Set(slots).size).toBe(3);
         expect(slots.every((x) => x >= 0 && x < SESSION_SLOTS)).toBe(true);
-        // A slot taken inside a transaction that rolls back: the session's setting is undone, its lock is not; the
-        // next call finds the same slot again, and takes no second one.
+        // A slot taken inside a transaction that rolls back: the session's setting is undone, its lock is not. Once a
+        // lower slot is free (a's), the next call still finds its own slot again (from the lock it holds) and takes
+        // no second one.
         const d = await session();
         await d.query('BEGIN');
         const first = await slotOf(d);
         await d.query('ROLLBACK');
-        expect((await d.query("SELECT current_setting('node_svc.counter_slot', true) AS v")).rows[0].v ?? '').toBe('');
-        expect(await slotOf(d)).toBe(first);
-        expect(await held(d)).toBe(1);
         expect(slots).not.toContain(first);
-        // A session that ends frees its slot for the next one.
+        expect((await d.query("SELECT current_setting('node_svc.counter_slot', true) AS v")).rows[0].v ?? '').toBe('');
         await a.end();
         clients.splice(clients.indexOf(a), 1);
         // (its backend lets go of its locks as it exits, a moment after the client closed)
-        await waitFor(async () => Number((await b.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${SLOT_LOCKS} AND objid = ${slots[0]} AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0].n) === 0, 'the ended session\'s slot lock released', 10_000);
+        await waitFor(async () => Number((await b.query(`SELECT COUNT(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND classid = ${SLOT_LOCKS}
+          AND objsubid = 2 AND objid = ${slots[0]} AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`)).rows[0].n) === 0,
+        'the ended session\'s slot lock released', 10_000);
+        expect(slots[0]).toBeLessThan(first);
+        expect(await slotOf(d)).toBe(first);
+        expect(await held(d)).toBe(1);
+        // The slot of the session that ended goes to the next one.
         const e = await session();
         expect(await slotOf(e)).toBe(slots[0]);
       } finally {

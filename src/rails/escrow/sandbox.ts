@@ -28,7 +28,8 @@ export interface SandboxChain {
   openChannel(opts: { id: string; payee: Hex; deposit: bigint; payerKey?: Hex }): Promise<Hex>;
   signVoucher(terms: EscrowTerms, cumulativeAmount: bigint, payerKey?: Hex): Promise<Hex>;
   balanceOf(address: Hex): Promise<bigint>;
-  stop(): Promise<void>;
+  /** Refuses new JSON-RPC requests, waits (10 s at most) for those in flight, then closes; resolves with how many it found in flight. */
+  stop(): Promise<{ inFlight: number }>;
 }
 
 export interface SandboxOptions {
@@ -116,8 +117,9 @@ export async function startSandboxChain(o: SandboxOptions = {}): Promise<Sandbox
       return (await client.readContract({ address: token, abi: TOKEN_ABI, functionName: 'balanceOf', args: [address] })) as bigint;
     },
     async stop() {
-      await requests.drain(10_000);
+      const inFlight = await requests.drain(10_000);
       await server.close();
+      return { inFlight };
     },
   };
 }
@@ -131,7 +133,7 @@ interface RawProvider { _requestRaw(args: { method: string; params?: unknown }):
  * server goes through the provider's `_requestRaw` (ganache 7's connector); counting them there lets `stop()` refuse
  * new requests and wait for the ones in flight (bounded) before it closes.
  */
-function countRequests(provider: RawProvider): { drain(ms: number): Promise<void> } {
+function countRequests(provider: RawProvider): { drain(ms: number): Promise<number> } {
   const raw = provider._requestRaw;
   if (typeof raw !== 'function') throw new Error('the sandbox chain: this ganache has no provider._requestRaw to count requests with');
   let inFlight = 0;
@@ -151,15 +153,18 @@ function countRequests(provider: RawProvider): { drain(ms: number): Promise<void
     return { ...r, value: Promise.resolve(r.value).finally(done) };
   };
   return {
+    /** Refuses what comes next and waits for what is in flight (`ms` at most); resolves with how many were. */
     async drain(ms) {
       stopping = true;
-      if (inFlight === 0) return;
+      const found = inFlight;
+      if (found === 0) return 0;
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([
         new Promise<void>((resolve) => { idle = resolve; }),
         new Promise<void>((resolve) => { timer = setTimeout(resolve, ms); }),
       ]);
       clearTimeout(timer);
+      return found;
     },
   };
 }
