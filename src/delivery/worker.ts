@@ -3,6 +3,7 @@
 // every attempt durably (batched: one transaction per tick),
 // and reschedules per the retry schedule. At-least-once: a crash between send and record resends after the lease.
 import { isIP } from 'node:net';
+import { urlToHttpOptions } from 'node:url';
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from 'node:http';
 import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { redactUrls } from '../domain/text.js';
@@ -67,6 +68,9 @@ const FLUSH_DELAY_MS = 5;
  * when no pump comes: the claimed attempts may all hang while a retry falls due.
  */
 const LOOK_AFTER_CLAIM_MS = 50;
+/** A receiver URL as #post sends to it: the parsed URL, its request options (no headers) and its Host header. */
+interface Target { url: URL; options: Pick<ReturnType<typeof urlToHttpOptions>, 'protocol' | 'hostname' | 'port' | 'path'>; host: string }
+
 /** A subscription with an attempt in flight this long borrows no spare sockets (claimDue): only its own budget. */
 const STALLED_AFTER_MS = 1000;
 
@@ -92,7 +96,8 @@ export class DeliveryWorker {
   #unsubscribe: (() => void) | undefined;
   #flushTimer: NodeJS.Timeout | undefined;
   #closed = false;
-  readonly #urls = new Map<string, URL>();
+  /** Each receiver URL parsed once, with its request options and Host header (#post). */
+  readonly #urls = new Map<string, Target>();
   /** stale: results refused by the fence (the lease was taken over meanwhile). */
   readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0, stale: 0 };
   /** The pump in progress: one at a time (its claim and its counts go together); stop() waits for it. */
@@ -397,11 +402,15 @@ export class DeliveryWorker {
   }
 
   async #attempt(d: ClaimedDelivery): Promise<{ status: number | null; error: string | null; retryAfter: number | undefined }> {
-    let url = this.#urls.get(d.url);
-    if (!url) {
+    let target: Target | undefined = this.#urls.get(d.url);
+    if (target === undefined) {
       if (this.#urls.size > 10_000) this.#urls.clear();
-      this.#urls.set(d.url, (url = new URL(d.url)));
+      const u = new URL(d.url);
+      // userinfo is refused when a subscription is made (service/webhooks.ts): no Authorization to derive from it.
+      const { protocol, hostname, port, path } = urlToHttpOptions(u);
+      this.#urls.set(d.url, (target = { url: u, options: { protocol, hostname, port, path }, host: u.host }));
     }
+    const url = target.url;
     const host = url.hostname.replace(/^\[|\]$/g, '');
     if (isIP(host)) {
       const ok = this.#o.policy.allowed(host);
@@ -431,7 +440,7 @@ export class DeliveryWorker {
       },
     });
     if (span) headers.traceparent = span.traceparent;
-    const res = await (span ? endClient(span, this.#post(url, headers, d.body)) : this.#post(url, headers, d.body));
+    const res = await (span ? endClient(span, this.#post(target, headers, d.body)) : this.#post(target, headers, d.body));
     const ra = res.headers['retry-after'];
     return { status: res.statusCode ?? null, error: null, retryAfter: parseRetryAfter(Array.isArray(ra) ? ra[0] : ra, this.#o.now()) };
   }
@@ -445,13 +454,21 @@ export class DeliveryWorker {
    * so in a Keep-Alive header would otherwise fail an attempt now and then and wait the schedule's first retry. A
    * delivery is at least once: the receiver dedupes by webhook-id, should it have read the first one.
    */
-  #post(url: URL, headers: Record<string, string>, body: string, deadline = performance.now() + this.#o.timeoutMs, resent = false): Promise<IncomingMessage> {
+  #post(target: Target, headers: Record<string, string>, body: string, deadline = performance.now() + this.#o.timeoutMs, resent = false): Promise<IncomingMessage> {
+    const { url } = target;
     const https = url.protocol === 'https:';
     return new Promise((resolve, reject) => {
       // The resend on a connection of its own (the pool's next idle one may be just as stale), resolved through the
       // same address policy as the pool's.
       const via = resent ? { agent: false as const, lookup: this.#o.policy.lookup } : { agent: https ? this.#https : this.#http };
-      const req = (https ? httpsRequest : httpRequest)(url, { method: 'POST', headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) }, ...via });
+      // The head as a list of name/value pairs, Host first as node would put it (the URL's host: brackets around an
+      // IPv6 address, the port unless it is the scheme's default): node then writes it as it is, each name and value
+      // still checked, where an object of headers goes through setHeader one by one (with the URL's options parsed
+      // per request: ~20 µs of CPU per delivery of node's HTTP client here, 2026-11-29).
+      const head = ['host', target.host];
+      for (const k in headers) head.push(k, headers[k]!);
+      head.push('content-length', String(Buffer.byteLength(body)));
+      const req = (https ? httpsRequest : httpRequest)({ ...target.options, method: 'POST', headers: head, ...via });
       const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${this.#o.timeoutMs / 1000} s`), { name: 'TimeoutError' })), Math.max(0, deadline - performance.now()));
       let answered = false;
       req.once('error', (err: NodeJS.ErrnoException) => {
@@ -461,7 +478,7 @@ export class DeliveryWorker {
           // can tell a resend from a first send; the host only (a URL's path or query can hold a receiver's secret).
           metrics.resends.inc({ code: err.code });
           log.debug('webhook request sent again on a new connection: the receiver closed the kept-alive one as it went out', { code: err.code, host: url.host, webhookId: headers['webhook-id'] });
-          return resolve(this.#post(url, headers, body, deadline, true));
+          return resolve(this.#post(target, headers, body, deadline, true));
         }
         reject(err);
       });

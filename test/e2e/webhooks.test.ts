@@ -2,7 +2,10 @@
 // real receivers (node:http on 127.0.0.1), events made with signed control facts (DESIGN §7), the real CLI for replay.
 import { inspectStore, type Inspector } from '../helpers/inspect.js';
 import { envelopeBody, type EventKind } from '../../src/domain/events.js';
+import { execFileSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { createServer as createHttpsServer } from 'node:https';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { json, REPO_ROOT, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
@@ -223,6 +226,12 @@ describe('webhooks against the real daemon', () => {
     expect(req!.headers['content-type']).toBe('application/json');
     expect(req!.headers['user-agent']).toBe(`node-svc/${VERSION}`);
     expect(req!.headers['x-service-event-id']).toBe(evt);
+    // The head exactly: Host is the URL's host with its port, the length is the body's, each header once, no other.
+    expect(req!.headers.host).toBe(new URL(r.url).host);
+    expect(req!.headers['content-length']).toBe(String(req!.body.length));
+    expect(req!.headers.connection).toBe('keep-alive');
+    const names = req!.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase());
+    expect(names.sort()).toEqual(['connection', 'content-length', 'content-type', 'host', 'user-agent', 'webhook-id', 'webhook-signature', 'webhook-timestamp', 'x-service-event-id', 'x-service-signature']);
 
     const env = JSON.parse(req!.body.toString('utf8'));
     expect(env.id).toBe(req!.headers['x-service-event-id']);
@@ -405,6 +414,59 @@ describe('webhooks against the real daemon', () => {
     const re = await A.post(`/v1/events/${e2}/redeliver`, {});
     expect(re.status).toBe(202);
     expect(re.body.queued.map((q: { subscription: string }) => q.subscription)).not.toContain(s.id);
+  });
+
+  it('delivers over HTTPS to a certificate the daemon trusts (NODE_EXTRA_CA_CERTS), and not to one it does not', async () => {
+    const tls = await tempDataDir('node-svc-webhooks-tls-');
+    const key = join(tls.root, 'key.pem');
+    const cert = join(tls.root, 'cert.pem');
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert,
+      '-days', '1', '-subj', '/CN=node-svc test receiver', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+    const got: Array<{ host: string | undefined; servername: unknown; names: string[]; body: Buffer; signature: string | undefined }> = [];
+    const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        got.push({ host: req.headers.host, servername: (req.socket as import('node:tls').TLSSocket).servername, names: req.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase()),
+          body: Buffer.concat(chunks), signature: req.headers['x-service-signature'] as string | undefined });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    const url = `https://127.0.0.1:${(server.address() as AddressInfo).port}/hook?via=tls`;
+    let trusting: RunningDaemon | undefined;
+    try {
+      const { tokenA: tokenT } = await setupNodes(tls.dataDir, issuer);
+      trusting = await startDaemon(tls.dataDir, { env: { NODE_SVC_RETRY_SCHEDULE: RETRIES, NODE_SVC_DELIVERY_TIMEOUT: '2', NODE_EXTRA_CA_CERTS: cert } });
+      const T = clientOf(trusting.url, tokenT);
+      const sub = await T.post('/v1/webhooks', { url });
+      expect(sub.status, sub.text).toBe(201);
+      // The suite's daemon does not trust the certificate: its attempts fail (certificate refused), nothing arrives from it.
+      const untrusted = await subscribe(A, tokenA, url);
+      const evt = await emit(A, 'budget.halted');
+      const failed = await eventually(async () => {
+        const a = await attemptsOf(A, untrusted.id);
+        return a.data.find((x) => x.eventId === evt && x.outcome === 'failed');
+      }, 'a failed attempt to the untrusted receiver');
+      expect(failed.statusCode).toBeNull();
+      expect(String(failed.error)).toMatch(/certificate/i);
+      expect(got).toHaveLength(0);
+
+      const r = await T.post('/v1/control', { message: control({ kind: 'budget.halted', budget: uid('b'), reason: 'anomaly' }) });
+      expect(r.status, r.text).toBe(200);
+      await eventually(async () => (got.length ? got : undefined), 'the delivery over HTTPS');
+      const [q] = got;
+      expect(q!.host).toBe(new URL(url).host);
+      expect(q!.servername).toBeFalsy(); // no SNI for an IP address (RFC 6066 §3), as node decides
+      expect(q!.names.filter((n) => n === 'host')).toHaveLength(1);
+      expect(verifyServiceSignature(sub.body.secret, q!.body, q!.signature)).toBe(true);
+      expect(JSON.parse(q!.body.toString('utf8')).id).toBe(r.body.eventId);
+    } finally {
+      await trusting?.stop('SIGKILL');
+      await new Promise((r) => server.close(r));
+      server.closeAllConnections();
+      await tls.cleanup();
+    }
   });
 
   it('does not follow a redirect: a 302 is a failure, retried, and the Location is never asked', async () => {

@@ -14,6 +14,8 @@ export interface ReceivedRequest {
   /** Path and query, as sent. */
   path: string;
   headers: IncomingHttpHeaders;
+  /** The head's lines as sent: name, value, name, value (names in the sender's case; duplicates kept). */
+  rawHeaders: string[];
   /** The exact bytes received. */
   body: Buffer;
   /** When the request was complete (ms since the epoch). */
@@ -118,7 +120,7 @@ export async function startReceiver(policy: Policy = ack(), opts: ReceiverOption
         perEvent.set(eventId, seen + 1);
         ids.add(eventId);
         const rec: ReceivedRequest = {
-          index: requests.length, method: req.method ?? '', path: req.url ?? '', headers: req.headers,
+          index: requests.length, method: req.method ?? '', path: req.url ?? '', headers: req.headers, rawHeaders: req.rawHeaders,
           body: Buffer.concat(chunks), at: Date.now(), eventId, seen,
         };
         requests.push(rec);
