@@ -76,7 +76,8 @@ const STALLED_AFTER_MS = 1000;
 
 export class DeliveryWorker {
   readonly #o: Required<Omit<WorkerOptions, 'policy'>> & { policy: TargetPolicy };
-  // node:http (native llhttp), not undici: its wasm parser alone costs ~20 MB of daemon RSS (bench/delivery).
+  // node:http (native llhttp), not undici: undici's WebAssembly parser and modules cost ~20-32 MB of RSS, which the
+  // daemon's 120 MB bound has no room for (README, "Webhooks are sent with node:http, not undici").
   readonly #http: HttpAgent;
   readonly #https: HttpsAgent;
   readonly #perSub: Record<string, number> = {};
@@ -461,10 +462,12 @@ export class DeliveryWorker {
       // The resend on a connection of its own (the pool's next idle one may be just as stale), resolved through the
       // same address policy as the pool's.
       const via = resent ? { agent: false as const, lookup: this.#o.policy.lookup } : { agent: https ? this.#https : this.#http };
-      // The head as a list of name/value pairs, Host first as node would put it (the URL's host: brackets around an
-      // IPv6 address, the port unless it is the scheme's default): node then writes it as it is, each name and value
-      // still checked, where an object of headers goes through setHeader one by one (with the URL's options parsed
-      // per request: ~20 µs of CPU per delivery of node's HTTP client here, 2026-11-29).
+      // The head as a list of name/value pairs, Host first, its value as node would make it (the URL's host: brackets
+      // around an IPv6 address, the port unless it is the scheme's default): node writes the list as it is, each name
+      // and value still checked, where an object of headers goes through setHeader one by one (with the URL's options
+      // parsed per request: ~20 µs of CPU per delivery of node's HTTP client here, 2026-11-29). So the request has no
+      // headers to read or set afterwards (getHeaders() is empty): HTTP instrumentation that injects headers into
+      // node's requests does not reach these; the worker's own traceparent is in the list.
       const head = ['host', target.host];
       for (const k in headers) head.push(k, headers[k]!);
       head.push('content-length', String(Buffer.byteLength(body)));

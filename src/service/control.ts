@@ -8,7 +8,7 @@ import { HALT_REASONS, type EventKind } from '../domain/events.js';
 import { EXTERNAL_ID_RE, newId } from '../domain/ids.js';
 import type { ControlRefusal } from '../domain/refusals.js';
 import { iso } from '../domain/time.js';
-import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignatureAsync } from '../sdk/jws.js';
+import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature } from '../sdk/jws.js';
 import { recordEvent } from '../store/events.js';
 import { budgets, controlMessages, periods, streams } from '../store/streams.js';
 import { lockKey, type Sql } from '../store/sql.js';
@@ -53,9 +53,7 @@ export async function applyControl(d: Deps, nodeId: string, message: unknown) {
   const keyring = await d.keyring.current();
   const entry = checkHeader(header, CONTROL_TYP, ALGS, [keyring.keys]);
   if ('refusal' in entry) throw no(entry.refusal as ControlRefusal, entry.detail);
-  // In libuv's thread pool, as a voucher's (~160 µs of an Ed25519 verify on this machine's cores, bench/verify): the
-  // event loop goes on serving meanwhile.
-  if (!(await verifySignatureAsync(entry, parts))) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
+  if (!verifySignature(entry, parts)) throw no('bad_signature', `signature does not verify with key "${entry.kid}"`);
   const c = decodePart(parts[1]);
   if (!c) throw no('malformed', 'payload is not a JSON object with unique member names');
   for (const n of ['iss', 'aud', 'jti', 'iat', 'kind']) need(c, n);

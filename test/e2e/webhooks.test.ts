@@ -420,14 +420,20 @@ describe('webhooks against the real daemon', () => {
     const tls = await tempDataDir('node-svc-webhooks-tls-');
     const key = join(tls.root, 'key.pem');
     const cert = join(tls.root, 'cert.pem');
-    execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert,
-      '-days', '1', '-subj', '/CN=node-svc test receiver', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
-    const got: Array<{ host: string | undefined; servername: unknown; names: string[]; body: Buffer; signature: string | undefined }> = [];
+    try {
+      // Its own CA (basicConstraints stated, not left to openssl's configuration), for 127.0.0.1.
+      execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', cert,
+        '-days', '1', '-subj', '/CN=node-svc test receiver', '-addext', 'subjectAltName=IP:127.0.0.1', '-addext', 'basicConstraints=critical,CA:TRUE'], { stdio: 'pipe' });
+    } catch (err) {
+      await tls.cleanup();
+      throw err;
+    }
+    const got: Array<{ path: string | undefined; host: string | undefined; servername: unknown; names: string[]; body: Buffer; signature: string | undefined }> = [];
     const server = createHttpsServer({ key: readFileSync(key), cert: readFileSync(cert) }, (req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (c: Buffer) => chunks.push(c));
       req.on('end', () => {
-        got.push({ host: req.headers.host, servername: (req.socket as import('node:tls').TLSSocket).servername, names: req.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase()),
+        got.push({ path: req.url, host: req.headers.host, servername: (req.socket as import('node:tls').TLSSocket).servername, names: req.rawHeaders.filter((_, i) => i % 2 === 0).map((n) => n.toLowerCase()),
           body: Buffer.concat(chunks), signature: req.headers['x-service-signature'] as string | undefined });
         res.writeHead(204).end();
       });
@@ -456,6 +462,7 @@ describe('webhooks against the real daemon', () => {
       expect(r.status, r.text).toBe(200);
       await eventually(async () => (got.length ? got : undefined), 'the delivery over HTTPS');
       const [q] = got;
+      expect(q!.path).toBe('/hook?via=tls'); // the path with its query, as the URL has them
       expect(q!.host).toBe(new URL(url).host);
       expect(q!.servername).toBeFalsy(); // no SNI for an IP address (RFC 6066 §3), as node decides
       expect(q!.names.filter((n) => n === 'host')).toHaveLength(1);
@@ -463,8 +470,8 @@ describe('webhooks against the real daemon', () => {
       expect(JSON.parse(q!.body.toString('utf8')).id).toBe(r.body.eventId);
     } finally {
       await trusting?.stop('SIGKILL');
-      await new Promise((r) => server.close(r));
       server.closeAllConnections();
+      await new Promise((r) => server.close(r));
       await tls.cleanup();
     }
   });
