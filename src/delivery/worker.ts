@@ -68,8 +68,8 @@ const FLUSH_DELAY_MS = 5;
  * when no pump comes: the claimed attempts may all hang while a retry falls due.
  */
 const LOOK_AFTER_CLAIM_MS = 50;
-/** A receiver URL as #post sends to it: the parsed URL, its request options (no headers) and its Host header. */
-interface Target { url: URL; options: Pick<ReturnType<typeof urlToHttpOptions>, 'protocol' | 'hostname' | 'port' | 'path'>; host: string }
+/** A receiver URL as #post sends to it: the parsed URL and its request options (no headers; hostname without brackets). */
+interface Target { url: URL; options: Pick<ReturnType<typeof urlToHttpOptions>, 'protocol' | 'hostname' | 'port' | 'path'> }
 
 /** A subscription with an attempt in flight this long borrows no spare sockets (claimDue): only its own budget. */
 const STALLED_AFTER_MS = 1000;
@@ -97,7 +97,7 @@ export class DeliveryWorker {
   #unsubscribe: (() => void) | undefined;
   #flushTimer: NodeJS.Timeout | undefined;
   #closed = false;
-  /** Each receiver URL parsed once, with its request options and Host header (#post). */
+  /** Each receiver URL parsed once, with its request options (#post). */
   readonly #urls = new Map<string, Target>();
   /** stale: results refused by the fence (the lease was taken over meanwhile). */
   readonly stats = { delivered: 0, failed: 0, dead: 0, gone: 0, stale: 0 };
@@ -409,10 +409,10 @@ export class DeliveryWorker {
       const u = new URL(d.url);
       // userinfo is refused when a subscription is made (service/webhooks.ts): no Authorization to derive from it.
       const { protocol, hostname, port, path } = urlToHttpOptions(u);
-      this.#urls.set(d.url, (target = { url: u, options: { protocol, hostname, port, path }, host: u.host }));
+      this.#urls.set(d.url, (target = { url: u, options: { protocol, hostname, port, path } }));
     }
     const url = target.url;
-    const host = url.hostname.replace(/^\[|\]$/g, '');
+    const host = target.options.hostname!; // an IPv6 address without its brackets, as urlToHttpOptions gives it
     if (isIP(host)) {
       const ok = this.#o.policy.allowed(host);
       if (!ok.ok) return { status: null, error: ok.reason, retryAfter: undefined };
@@ -468,7 +468,7 @@ export class DeliveryWorker {
       // parsed per request: ~20 µs of CPU per delivery of node's HTTP client here, 2026-11-29). So the request has no
       // headers to read or set afterwards (getHeaders() is empty): HTTP instrumentation that injects headers into
       // node's requests does not reach these; the worker's own traceparent is in the list.
-      const head = ['host', target.host];
+      const head = ['host', url.host];
       for (const k in headers) head.push(k, headers[k]!);
       head.push('content-length', String(Buffer.byteLength(body)));
       const req = (https ? httpsRequest : httpRequest)({ ...target.options, method: 'POST', headers: head, ...via });
