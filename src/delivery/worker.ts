@@ -472,7 +472,26 @@ export class DeliveryWorker {
       for (const k in headers) head.push(k, headers[k]!);
       head.push('content-length', String(Buffer.byteLength(body)));
       const req = (https ? httpsRequest : httpRequest)({ ...target.options, method: 'POST', headers: head, ...via });
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`no answer within ${this.#o.timeoutMs / 1000} s`), { name: 'TimeoutError' })), Math.max(0, deadline - performance.now()));
+      // What the attempt was waiting for when its time ran out, named in the recorded error: a receiver whose DNS
+      // never answers, one that never accepts the connection, a TLS handshake that stalls and an answer that never
+      // comes are different faults for the operator to fix. Only a new connection is followed (a reused one is
+      // past all three; its listeners cost nothing per request).
+      let reached: 'socket' | 'address' | 'connected' | 'secured' | undefined;
+      req.once('socket', (s) => {
+        if (req.reusedSocket || !s.connecting) return void (reached = 'secured');
+        reached = 'socket';
+        s.once('lookup', (err: Error | null) => { if (!err) reached = 'address'; });
+        s.once('connect', () => { reached = https ? 'connected' : 'secured'; });
+        if (https) s.once('secureConnect', () => { reached = 'secured'; });
+      });
+      const timer = setTimeout(() => {
+        const within = `within ${this.#o.timeoutMs / 1000} s`;
+        const what = reached === 'socket' && !isIP(target.options.hostname ?? '') ? `no DNS answer for ${target.options.hostname} ${within}`
+          : reached !== 'connected' && reached !== 'secured' ? `no connection to ${url.host} ${within}`
+            : reached === 'connected' ? `TLS handshake with ${url.host} not finished ${within}`
+              : `no answer ${within}`;
+        req.destroy(Object.assign(new Error(what), { name: 'TimeoutError' }));
+      }, Math.max(0, deadline - performance.now()));
       let answered = false;
       req.once('error', (err: NodeJS.ErrnoException) => {
         clearTimeout(timer);
@@ -529,7 +548,9 @@ function eventType(body: string): string | undefined {
 
 function errorText(err: unknown): string {
   const e = err as { code?: string; name?: string; message?: string; cause?: { code?: string; message?: string } };
-  if (e?.name === 'TimeoutError' || e?.name === 'AbortError') return 'timed out';
+  // A timeout names what it was waiting for (#post): `timed out: no DNS answer for hook.example within 15 s`.
+  if (e?.name === 'TimeoutError') return redactUrls(`timed out: ${e.message ?? 'no answer'}`);
+  if (e?.name === 'AbortError') return 'timed out';
   const code = e?.code ?? e?.cause?.code;
   const msg = (e?.cause?.message ?? e?.message ?? 'error').slice(0, 300);
   return redactUrls(code ? `${code}: ${msg}` : msg); // stored and shown: never a target's query or userinfo

@@ -41,6 +41,10 @@ const uid = (p: string) => `${p}-${++uniq}-${Math.random().toString(36).slice(2,
 /** Alive: not exited and not killed. */
 const alive = (d: RunningDaemon) => d.child.exitCode === null && d.child.signalCode === null;
 
+/** For a failing assertion's message: each daemon's state (exit code or signal) and the last lines of its stderr. */
+const lastWords = (daemons: RunningDaemon[], lines = 30) => daemons.map((d, k) =>
+  `daemon ${k}: ${alive(d) ? 'alive' : `exited (code ${d.child.exitCode}, signal ${d.child.signalCode})`}\n${d.stderr.trimEnd().split('\n').slice(-lines).join('\n')}`).join('\n---\n');
+
 const summary = (figures: Record<string, unknown>) => console.log(`[multi-daemon] ${Object.entries(figures).map(([k, v]) => `${k}=${v}`).join(' ')}`);
 
 interface ProxiedRequest { daemon: number; method: string; path: string; idempotencyKey?: string; at: number; status?: number }
@@ -470,11 +474,14 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
 
     // Meanwhile: 503 problems with code `unavailable`, never another error, never a wrong 200, never a dead daemon.
     const refused = answers.filter((x) => x.status !== 200);
+    // A daemon that stopped answering (requests that got no HTTP answer at all) died or hung: say which, with its last words.
+    expect(alive(a) && alive(b), `both daemons survived the restart\n${lastWords([a, b])}`).toBe(true);
+    const unanswered = refused.filter((x) => x.status === 'error');
+    expect(unanswered, `requests that got no HTTP answer (first at ${unanswered[0]?.at}, down ${downAt}, up ${upAt})\n${lastWords([a, b])}`).toEqual([]);
     const during = answers.filter((x) => x.at > downAt + 200 && x.at < upAt);
     expect(refused.filter((x) => x.status !== 503 || !/^application\/problem\+json/.test(x.type ?? '') || x.code !== 'unavailable'), 'answers other than 200 or a 503 unavailable problem').toEqual([]);
     expect(answers.filter((x) => x.wrong), '200 answers with wrong data').toEqual([]);
     expect(during.filter((x) => x.status === 503).length, 'requests refused with 503 while the database was down').toBeGreaterThan(0);
-    expect(alive(a) && alive(b), 'both daemons survived the restart').toBe(true);
     // …and they came back by themselves: the first 200 from each after the database did.
     const back = [0, 1].map((k) => answers.find((x) => x.daemon === k && x.at > upAt && x.status === 200)?.at);
     expect(back.every((t) => t !== undefined), 'both daemons answer 200 again').toBe(true);

@@ -28,6 +28,11 @@ export interface DaemonOptions {
   startTimeoutMs?: number;
   /** More daemon flags (rail settings), after the defaults. */
   args?: string[];
+  /**
+   * A command that runs the daemon's node process, which it must exec so that the child is the daemon itself (its
+   * pid, its signals): node and the daemon's arguments follow it. E.g. `unshare -m sh -c '… && exec "$0" "$@"'`.
+   */
+  wrap?: string[];
 }
 
 const LISTENING_RE = /listening on (http:\/\/\S+)/;
@@ -41,7 +46,8 @@ export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Pr
   if (testServerUrl() && !(opts.env && 'NODE_SVC_STORE' in opts.env)) env.NODE_SVC_STORE = await storeUrlFor(dataDir);
   Object.assign(env, opts.env);
   const args = [BIN, '--data-dir', dataDir, 'daemon', '--port', '0', '--host', '127.0.0.1', '--rate-limit', String(opts.rateLimit ?? 0), ...(opts.args ?? [])];
-  const child = spawn(process.execPath, args, { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+  const [cmd, ...pre] = opts.wrap?.length ? [...opts.wrap, process.execPath] : [process.execPath];
+  const child = spawn(cmd!, [...pre, ...args], { cwd: REPO_ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   let err = '';
   child.stdout!.setEncoding('utf8');
