@@ -84,6 +84,10 @@ function startKeyRefresh(store: Store, state: KeyRefreshState): NodeJS.Timeout {
           else if (r.added.length || r.removed.length) log.info('issuer keys refreshed', { issuer: r.issuer, added: r.added, removed: r.removed });
         }
       })
+      // The store could not be read (a PostgreSQL restart, a network cut): nothing was fetched or changed; the next
+      // tick tries again. Unhandled, this rejection ended the process (Node's default), once per outage that a tick
+      // fell into (test/e2e/multi-daemon.test.ts, the restart test, refreshes every second).
+      .catch((err: unknown) => log.warn('issuer keys not refreshed: the store cannot be read; the stored keys stay trusted', { error: (err as Error)?.message ?? String(err) }))
       .finally(() => { running = false; });
   }, Math.max(1000, every));
   timer.unref();
@@ -192,10 +196,12 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
         server.close(() => {
           clearInterval(keysTimer);
           alertWatch.stop();
-          Promise.all([worker.stop(), settler?.stop(), x402?.stop(), pruner.stop(), o.rail?.rail.close()]).finally(async () => {
+          // Settled, not all: one part that fails to stop must not keep the store open or the process from ending.
+          void Promise.allSettled([worker.stop(), settler?.stop(), x402?.stop(), pruner.stop(), o.rail?.rail.close()]).then(async (parts) => {
+            for (const p of parts) if (p.status === 'rejected') log.warn('a part of the daemon did not stop cleanly', { error: (p.reason as Error)?.message ?? String(p.reason) });
             await store.close().catch(() => undefined);
             unlock();
-            await stopTracing(); // the last spans exported
+            await stopTracing().catch(() => undefined); // the last spans exported
             log.info('daemon stopped');
             resolve();
           });

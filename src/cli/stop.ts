@@ -10,3 +10,23 @@
 export function exitOnceStopped(graceMs = 200): void {
   setTimeout(() => process.exit(), graceMs).unref();
 }
+
+/**
+ * A fault nothing caught (an exception thrown in a callback, a rejected promise nobody awaited) still ends the
+ * process, as Node's default does, with exit code 1: state is unknown after it, and a supervisor restarts the daemon
+ * into a known one. But first it is named in the log, as a JSON line like every other (`daemon crashed`, with the
+ * error's name, message and stack, URLs redacted), where Node alone writes a bare stack to stderr that a log pipeline
+ * keeping JSON lines drops. Installed by the long-running commands only.
+ */
+export function logFatalFaults(log: { error(msg: string, f?: Record<string, unknown>): void }): void {
+  const fatal = (origin: string) => (err: unknown) => {
+    const e = err instanceof Error ? err : new Error(String(err));
+    try {
+      log.error('daemon crashed', { origin, error: e.name, message: e.message, stack: e.stack });
+    } finally {
+      process.exit(1);
+    }
+  };
+  process.on('uncaughtException', fatal('uncaught exception'));
+  process.on('unhandledRejection', fatal('unhandled rejection'));
+}

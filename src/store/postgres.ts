@@ -354,7 +354,6 @@ interface Runner {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
 }
 
-const guarded = new WeakSet<pg.PoolClient>();
 /** Clients whose write transaction has begun (its BEGIN was sent with its first statement). */
 const began = new WeakSet<pg.PoolClient>();
 
@@ -541,6 +540,11 @@ class PgStore implements PostgresStore {
     // An idle client lost its connection (database restart, network): pg removes it from the pool; the next query
     // opens a new one or fails with a named error. Without a listener the event would crash the process.
     this.#pool.on('error', () => {});
+    // Every new connection is heard from the moment it is made. pg-pool removes its own 'error' listener as it hands a
+    // new client over from the socket's data handler (ReadyForQuery), and an awaiting caller adds one only after that
+    // handler returns: a FATAL the server sent in the same read (57P01 at a fast shutdown) would be emitted with no
+    // listener and end the process. 'connect' is emitted synchronously, before that removal.
+    this.#pool.on('connect', (client) => client.on('error', () => {}));
     this.#readonly = !!opts.readonly;
     // Lone statements that write: one on a connection of its own when one is free; when every connection is busy, they
     // wait and go together (#runLoneBatch).
@@ -630,14 +634,10 @@ class PgStore implements PostgresStore {
   async #connect(): Promise<pg.PoolClient> {
     if (this.#closed) throw new NodeSvcError('store', 'the store is closed');
     try {
-      const client = await this.#pool.connect();
-      if (!guarded.has(client)) {
-        // A checked-out client whose connection dies between two queries emits 'error' with no listener of the pool
-        // (uncaught: the process would crash). The next query on it fails and is reported; here it is only heard.
-        client.on('error', () => {});
-        guarded.add(client);
-      }
-      return client;
+      // A checked-out client whose connection dies between two queries emits 'error' with no listener of the pool
+      // (uncaught: the process would crash). The next query on it fails and is reported; the listener the pool's
+      // 'connect' handler gave it only hears it.
+      return await this.#pool.connect();
     } catch (err) {
       throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message ?? String(err))}`);
     }
@@ -1047,10 +1047,7 @@ class PgStore implements PostgresStore {
 
   async #connectForOpen(): Promise<pg.PoolClient> {
     try {
-      const client = await this.#pool.connect();
-      client.on('error', () => {}); // as in #connect
-      guarded.add(client);
-      return client;
+      return await this.#pool.connect(); // heard from its 'connect' (constructor)
     } catch (err) {
       throw this.#openError(err);
     }

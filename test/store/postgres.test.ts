@@ -5,6 +5,7 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { connect, createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
@@ -1007,6 +1008,78 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await expect(s.write((tx) => tx.run('INSERT INTO t(id) VALUES (1)'))).rejects.toMatchObject({ code: 'unavailable' });
       await admin(`ALTER DATABASE ${name} ALLOW_CONNECTIONS true`);
       await waitFor(async () => (await s.q.value('SELECT COUNT(*) FROM t').catch(() => -1)) === 0, 'queries once the database is back', 5000);
+    });
+
+    it('a connection the server ends in the same read as its login (ReadyForQuery, then FATAL 57P01) fails a write, never the process', async () => {
+      // A fast shutdown (pg_ctl stop -m fast) ends every session with FATAL 57P01. A pool connection whose login had
+      // just finished can read its ReadyForQuery and that FATAL in one chunk: pg-pool hands the client over (and drops
+      // its own 'error' listener) inside that read, and the FATAL is emitted before any caller could listen. Made
+      // deterministic here by a proxy that, once armed, appends the FATAL to each new connection's ReadyForQuery.
+      const url = await freshDb();
+      const target = new URL(url);
+      let armed = false;
+      let cut = 0;
+      const fatal = (() => {
+        const fields = Buffer.from('SFATAL\0VFATAL\0C57P01\0Mterminating connection due to administrator command\0\0', 'latin1');
+        const head = Buffer.alloc(5);
+        head.write('E', 0, 'latin1');
+        head.writeInt32BE(4 + fields.length, 1);
+        return Buffer.concat([head, fields]);
+      })();
+      const sockets = new Set<import('node:net').Socket>();
+      const proxy = createServer((client) => {
+        const up = connect(Number(target.port), target.hostname);
+        const cutThis = armed;
+        let pending = Buffer.alloc(0);
+        for (const x of [client, up]) { sockets.add(x); x.on('close', () => sockets.delete(x)); x.on('error', () => undefined); }
+        client.on('close', () => up.destroy());
+        up.on('close', () => client.destroy());
+        client.on('data', (b: Buffer) => up.write(b));
+        up.on('data', (b: Buffer) => {
+          if (!cutThis) return void client.write(b);
+          // Server messages: type byte, int32 length (itself included), body. Through the first ReadyForQuery ('Z'):
+          // that and the FATAL go out in one write, then the connection ends.
+          pending = Buffer.concat([pending, b]);
+          let at = 0;
+          while (pending.length - at >= 5) {
+            const len = pending.readInt32BE(at + 1);
+            if (pending.length - at < 1 + len) break;
+            const type = String.fromCharCode(pending[at]!);
+            at += 1 + len;
+            if (type === 'Z') {
+              cut++;
+              client.end(Buffer.concat([pending.subarray(0, at), fatal]));
+              up.destroy();
+              return;
+            }
+          }
+          client.write(pending.subarray(0, at));
+          pending = pending.subarray(at);
+        });
+      });
+      await new Promise<void>((r) => proxy.listen(0, '127.0.0.1', r));
+      try {
+        const via = new URL(url);
+        via.port = String((proxy.address() as AddressInfo).port);
+        const s = await openAt(via.toString());
+        await s.q.run('CREATE TABLE t (id BIGINT)');
+        armed = true;
+        // The pool's connections so far end (as at a restart); the next write opens new ones, each cut after login.
+        const admin = new pg.Client({ connectionString: base });
+        await admin.connect();
+        await admin.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()`, [target.pathname.slice(1)]);
+        await admin.end();
+        const results = await Promise.allSettled(Array.from({ length: 4 }, (_, i) => s.write((tx) => tx.run('INSERT INTO t(id) VALUES (?)', [i]))));
+        expect(cut, 'connections cut right after their login').toBeGreaterThan(0);
+        for (const r of results) if (r.status === 'rejected') expect(r.reason).toMatchObject({ code: 'unavailable', status: 503 });
+        // Disarmed, the store goes on: new connections log in and the write commits.
+        armed = false;
+        await waitFor(async () => (await s.write((tx) => tx.run('INSERT INTO t(id) VALUES (9)')).then(() => true, () => false)), 'a write once connections are whole again', 10_000);
+        expect(Number(await s.q.value('SELECT COUNT(*) FROM t WHERE id = 9'))).toBe(1);
+      } finally {
+        for (const x of sockets) x.destroy();
+        await new Promise((r) => proxy.close(r));
+      }
     });
 
     it('come back after the server restarts (pool and LISTEN)', async () => {

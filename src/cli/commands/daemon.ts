@@ -3,13 +3,13 @@ import { startDaemon } from '../../daemon.js';
 import { resolveDataDir } from '../../store/db.js';
 import { checkStoreUrl, isPostgresUrl, resolveStoreUrl } from '../../store/open.js';
 import { readConfigFile } from '../config-file.js';
-import { LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
+import { log, LOG_LEVEL_PROBLEM, setLogLevel } from '../../log.js';
 import { parseSchedule } from '../../delivery/schedule.js';
 import { parseDuration } from '../../domain/duration.js';
 import { parseCidrs, targetPolicy } from '../../delivery/target.js';
 import { railFromFlags, type RailFlags } from '../../rails/config.js';
 import type { CommandResult, GlobalOptions } from '../output.js';
-import { exitOnceStopped } from '../stop.js';
+import { exitOnceStopped, logFatalFaults } from '../stop.js';
 
 export interface DaemonFlags extends RailFlags {
   host: string;
@@ -69,6 +69,7 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   if (storePool !== undefined && !(store && isPostgresUrl(store)))
     throw usageError('--store-pool applies to a PostgreSQL store only (--store postgres://…); this daemon uses SQLite, whose writes always share one queue', 'remove --store-pool (NODE_SVC_STORE_POOL, config storePool), or name a PostgreSQL store');
   const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
+  logFatalFaults(log);
   const d = await startDaemon({
     dataDir, store, host: f.host, port, rateLimit: rate, ...(storePool ? { storePool } : {}),
     ...(schedule ? { retrySchedule: schedule } : {}),
