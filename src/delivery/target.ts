@@ -126,8 +126,28 @@ export function targetPolicy(opts: { allow?: Array<[string, number, 'ipv4' | 'ip
     return { ok: true };
   }
 
+  // One lookup in flight per name (and options): the connections that need it meanwhile share its answer. A resolver
+  // runs in libuv's thread pool, which gives lookups at most half of its threads (2 of 4): without this, a receiver
+  // whose DNS never answers queued a lookup per new connection (each attempt, each retry), took both threads for
+  // the resolver's whole timeout, again and again, and every other receiver named by a host name waited behind it
+  // (test/e2e/dns-hang.test.ts: a receiver named in /etc/hosts got nothing for over a minute). Now such a name holds
+  // one thread, whatever its deliveries; nothing is kept once the answer is given (keep-alive reuses the sockets).
+  const inFlight = new Map<string, Array<(err: NodeJS.ErrnoException | null, addresses: { address: string; family: number }[]) => void>>();
+  const shared: Resolver = (hostname, options, cb) => {
+    const o = options as { family?: number | string; hints?: number };
+    const key = `${o.family ?? 0}|${o.hints ?? 0}|${hostname}`;
+    const waiting = inFlight.get(key);
+    if (waiting) return void waiting.push(cb);
+    const list = [cb];
+    inFlight.set(key, list);
+    resolve(hostname, options, (err, addresses) => {
+      inFlight.delete(key);
+      for (const f of list) f(err, addresses);
+    });
+  };
+
   const lookup = ((hostname: string, options: object, cb: (err: NodeJS.ErrnoException | null, address: string | { address: string; family: number }[], family?: number) => void) => {
-    resolve(hostname, { ...options, all: true }, (err, addresses) => {
+    shared(hostname, { ...options, all: true }, (err, addresses) => {
       if (err) return cb(err, '', 0);
       const list = addresses;
       const ok = list.filter((x) => allowed(x.address).ok);

@@ -243,3 +243,33 @@ describe('SSRF table: at connection time, a resolver answering a forbidden addre
     expect(err.code).toBe('ENOTALLOWED');
   });
 });
+
+describe('lookups of one name share the one in flight', () => {
+  type Cb = (err: NodeJS.ErrnoException | null, addresses: { address: string; family: number }[]) => void;
+  const lookupOf = (p: ReturnType<typeof targetPolicy>) => (host: string, o: object = {}) =>
+    new Promise<{ err: NodeJS.ErrnoException | null; address: unknown }>((res) =>
+      (p.lookup as unknown as (h: string, o: object, cb: (e: NodeJS.ErrnoException | null, a: unknown) => void) => void)(host, o, (err, address) => res({ err, address })),
+    );
+
+  it('connections that need a name while its lookup is on its way wait for that one; another name, other options or a later need ask again', async () => {
+    const asked: Array<{ host: string; options: object; answer: Cb }> = [];
+    const p = targetPolicy({ resolve: (host, options, answer) => void asked.push({ host, options, answer }) });
+    const lookup = lookupOf(p);
+    const same = [lookup('hook.example'), lookup('hook.example'), lookup('hook.example', { all: true })];
+    const other = lookup('other.example');
+    const v6 = lookup('hook.example', { family: 6 });
+    expect(asked.map((a) => a.host)).toEqual(['hook.example', 'other.example', 'hook.example']);
+    expect(asked[2]!.options).toMatchObject({ family: 6, all: true });
+    asked[0]!.answer(null, [{ address: '169.254.169.254', family: 4 }, { address: '127.0.0.1', family: 4 }]);
+    const got = await Promise.all(same);
+    // Each judged by the policy as before: the metadata address skipped; `all` gets the list of allowed ones.
+    expect(got.map((g) => g.address)).toEqual(['127.0.0.1', '127.0.0.1', [{ address: '127.0.0.1', family: 4 }]]);
+    asked[1]!.answer(Object.assign(new Error('getaddrinfo ENOTFOUND other.example'), { code: 'ENOTFOUND' }), []);
+    expect((await other).err?.code).toBe('ENOTFOUND');
+    asked[2]!.answer(null, [{ address: '::1', family: 6 }]);
+    expect((await v6).address).toBe('::1');
+    // Answered: nothing is kept; the next connection asks again.
+    void lookup('hook.example');
+    expect(asked).toHaveLength(4);
+  });
+});
