@@ -198,12 +198,15 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
           alertWatch.stop();
           // Settled, not all: one part that fails to stop must not keep the store open or the process from ending.
           void Promise.allSettled([worker.stop(), settler?.stop(), x402?.stop(), pruner.stop(), o.rail?.rail.close()]).then(async (parts) => {
-            for (const p of parts) if (p.status === 'rejected') log.warn('a part of the daemon did not stop cleanly', { error: (p.reason as Error)?.message ?? String(p.reason) });
-            await store.close().catch(() => undefined);
-            unlock();
-            await stopTracing().catch(() => undefined); // the last spans exported
-            log.info('daemon stopped');
-            resolve();
+            try {
+              for (const p of parts) if (p.status === 'rejected') log.warn('a part of the daemon did not stop cleanly', { error: (p.reason as Error)?.message ?? String(p.reason) });
+              await store.close().catch(() => undefined);
+              unlock();
+              await stopTracing().catch(() => undefined); // the last spans exported
+              log.info('daemon stopped');
+            } finally {
+              resolve();
+            }
           });
         });
         // Connections of requests still in flight close as soon as their answer is sent, not after the keep-alive

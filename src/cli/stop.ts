@@ -20,7 +20,7 @@ export function exitOnceStopped(graceMs = 200): void {
  */
 export function logFatalFaults(log: { error(msg: string, f?: Record<string, unknown>): void }): void {
   const fatal = (origin: string) => (err: unknown) => {
-    const e = err instanceof Error ? err : new Error(String(err));
+    const e = err instanceof Error ? err : new Error(process.getBuiltinModule('node:util').inspect(err, { depth: 2 }));
     try {
       log.error('daemon crashed', { origin, error: e.name, message: e.message, stack: e.stack });
     } finally {

@@ -140,10 +140,24 @@ export function targetPolicy(opts: { allow?: Array<[string, number, 'ipv4' | 'ip
     if (waiting) return void waiting.push(cb);
     const list = [cb];
     inFlight.set(key, list);
-    resolve(hostname, options, (err, addresses) => {
-      inFlight.delete(key);
-      for (const f of list) f(err, addresses);
-    });
+    try {
+      resolve(hostname, options, (err, addresses) => {
+        inFlight.delete(key);
+        // Every waiter is answered, even if one of them throws (the first such error is thrown after).
+        let thrown: { e: unknown } | undefined;
+        for (const f of list) {
+          try {
+            f(err, addresses);
+          } catch (e) {
+            thrown ??= { e };
+          }
+        }
+        if (thrown) throw thrown.e;
+      });
+    } catch (e) {
+      inFlight.delete(key); // a resolver that refused its arguments: nobody may wait on it
+      throw e;
+    }
   };
 
   const lookup = ((hostname: string, options: object, cb: (err: NodeJS.ErrnoException | null, address: string | { address: string; family: number }[], family?: number) => void) => {

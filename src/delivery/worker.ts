@@ -480,19 +480,23 @@ export class DeliveryWorker {
       req.once('socket', (s) => {
         if (req.reusedSocket || !s.connecting) return void (reached = 'secured');
         reached = 'socket';
-        s.once('lookup', (err: Error | null) => { if (!err) reached = 'address'; });
-        s.once('connect', () => { reached = https ? 'connected' : 'secured'; });
+        const looked = (err: Error | null) => { if (!err) reached = 'address'; };
+        s.once('lookup', looked);
+        // An IP address is never looked up: its listener goes with the connect (a kept-alive socket must not hold
+        // this request's closure).
+        s.once('connect', () => { s.removeListener('lookup', looked); reached = https ? 'connected' : 'secured'; });
         if (https) s.once('secureConnect', () => { reached = 'secured'; });
       });
+      let answered = false;
       const timer = setTimeout(() => {
-        const within = `within ${this.#o.timeoutMs / 1000} s`;
-        const what = reached === 'socket' && !isIP(target.options.hostname ?? '') ? `no DNS answer for ${target.options.hostname} ${within}`
-          : reached !== 'connected' && reached !== 'secured' ? `no connection to ${url.host} ${within}`
-            : reached === 'connected' ? `TLS handshake with ${url.host} not finished ${within}`
-              : `no answer ${within}`;
+        const within = `within ${this.#o.timeoutMs / 1000} s${resent ? ' (sent again on a new connection after a reset)' : ''}`;
+        const what = answered ? `answer not finished ${within}`
+          : reached === 'socket' && !isIP(target.options.hostname ?? '') ? `no DNS answer for ${target.options.hostname} ${within}`
+            : reached !== 'connected' && reached !== 'secured' ? `no connection to ${url.host} ${within}`
+              : reached === 'connected' ? `TLS handshake with ${url.host} not finished ${within}`
+                : `no answer ${within}`;
         req.destroy(Object.assign(new Error(what), { name: 'TimeoutError' }));
       }, Math.max(0, deadline - performance.now()));
-      let answered = false;
       req.once('error', (err: NodeJS.ErrnoException) => {
         clearTimeout(timer);
         if (!resent && !answered && req.reusedSocket && (err.code === 'ECONNRESET' || err.code === 'EPIPE') && deadline > performance.now()) {

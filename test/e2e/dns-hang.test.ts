@@ -12,6 +12,7 @@
 import { spawnSync } from 'node:child_process';
 import dgram from 'node:dgram';
 import { writeFileSync } from 'node:fs';
+import { createServer as createHttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -24,8 +25,8 @@ import { waitFor } from '../helpers/wait.js';
 
 vi.setConfig({ testTimeout: 120_000, hookTimeout: 60_000 });
 
-/** How long the daemon's resolver waits for an answer (resolv.conf `timeout:`): far longer than the test. */
-const RESOLVER_TIMEOUT_S = 60;
+/** How long the daemon's resolver waits for an answer (resolv.conf `timeout:`; glibc takes at most 30): far longer than the test. */
+const RESOLVER_TIMEOUT_S = 30;
 
 function namespaceUsable(): string | undefined {
   if (process.getuid?.() !== 0) return 'not root (unshare -m, a bind mount over /etc/resolv.conf and port 53 need it)';
@@ -75,8 +76,11 @@ describe.skipIf(SKIP)('receivers whose DNS never answers', () => {
       env: { RESOLV: resolv, NODE_SVC_DELIVERY_TIMEOUT: '1', NODE_SVC_RETRY_SCHEDULE: '1,1,1,1,1,1,1,1' },
     });
   });
+  /** Undone after the daemon stops. */
+  const later: Array<() => Promise<unknown>> = [];
   afterAll(async () => {
     await daemon?.stop('SIGKILL');
+    for (const undo of later) await undo();
     for (const s of sockets) s.destroy();
     await new Promise((r) => (silent ? silent.close(r) : r(undefined)));
     dns?.close();
@@ -94,14 +98,24 @@ describe.skipIf(SKIP)('receivers whose DNS never answers', () => {
       expect(r.status, r.text).toBe(201);
       subs.push(r.body.id);
     }
-    const quiet = await A.post('/v1/webhooks', { url: `http://127.0.0.1:${(silent.address() as { port: number }).port}/hook` });
+    const silentPort = (silent.address() as { port: number }).port;
+    const quiet = await A.post('/v1/webhooks', { url: `http://127.0.0.1:${silentPort}/hook` });
     expect(quiet.status, quiet.text).toBe(201);
+    // The same silent server over https: the connection is accepted, the TLS handshake never answered.
+    const tls = await A.post('/v1/webhooks', { url: `https://127.0.0.1:${silentPort}/hook` });
+    expect(tls.status, tls.text).toBe(201);
+    // A receiver that sends its status and headers, then never finishes the body.
+    const halting = createHttpServer((_req, res) => { res.writeHead(200, { 'content-type': 'text/plain' }); res.write('partial'); });
+    await new Promise<void>((r) => halting.listen(0, '127.0.0.1', r));
+    later.push(() => new Promise((r) => { halting.closeAllConnections(); halting.close(r); }));
+    const halted = await A.post('/v1/webhooks', { url: `http://127.0.0.1:${(halting.address() as { port: number }).port}/hook` });
+    expect(halted.status, halted.text).toBe(201);
     const good = await startReceiver();
     try {
       const named = await A.post('/v1/webhooks', { url: `http://localhost:${new URL(good.url).port}/hook` });
       expect(named.status, named.text).toBe(201);
-      // 10 events × 8 subscriptions: 60 deliveries whose lookup hangs (and their retries, every second), 10 to a
-      // receiver that never answers, 10 to one that answers.
+      // 10 events × 10 subscriptions: 60 deliveries whose lookup hangs (and their retries, every second), 30 to
+      // receivers that never answer (or never finish), 10 to one that answers.
       for (let i = 0; i < 10; i++) expect((await A.post('/v1/control', { message: haltFact(issuer) })).status).toBe(200);
       await waitFor(() => asked.has(name), 'the daemon asks the DNS server', 20_000);
       // The receiver named in /etc/hosts gets all ten while that lookup hangs: its own lookups are not queued behind
@@ -144,9 +158,12 @@ describe.skipIf(SKIP)('receivers whose DNS never answers', () => {
       expect(r.status, r.text).toBe(200);
       return (r.body.data as Array<{ error: string | null; outcome: string }>).map((a) => a.error);
     };
-    await waitFor(async () => (await errorsOf(subs[0]!)).length > 0 && (await errorsOf(quiet.body.id)).length > 0, 'failed attempts recorded', 30_000);
+    const ids = [subs[0]!, quiet.body.id, tls.body.id, halted.body.id];
+    await waitFor(async () => (await Promise.all(ids.map(errorsOf))).every((e) => e.length > 0), 'failed attempts recorded', 30_000);
     expect(new Set(await errorsOf(subs[0]!))).toEqual(new Set([`timed out: no DNS answer for ${name} within 1 s`]));
     expect(new Set(await errorsOf(quiet.body.id))).toEqual(new Set(['timed out: no answer within 1 s']));
+    expect(new Set(await errorsOf(tls.body.id))).toEqual(new Set([`timed out: TLS handshake with 127.0.0.1:${silentPort} not finished within 1 s`]));
+    expect(new Set(await errorsOf(halted.body.id))).toEqual(new Set(['timed out: answer not finished within 1 s']));
     expect(daemon.stderr).not.toContain('secret');
   });
 });
