@@ -120,7 +120,12 @@ export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Ver
   const checks: HealthCheck[] = [];
   try {
     await health.ping(d.store.q);
-    checks.push(check('store', [], { nodes: await health.nodes(d.store.q) }));
+    // Reads answer, but writes fail for the file or disk (SQLite): payments cannot be recorded, so down, naming it.
+    // A daemon with nothing to write after that would stay down for ever: a fault counts for a minute after the last
+    // write it failed (a write that commits clears it at once).
+    const f = d.store.writeFault?.();
+    const fault = f && d.now() - f.last < 60_000 ? f : undefined;
+    checks.push(check('store', fault ? [['down', `writes fail since ${new Date(fault.since).toISOString()}: ${fault.message}`]] : [], { nodes: await health.nodes(d.store.q) }));
   } catch (err) {
     // Without the store nothing else can be read: one check, down.
     // A NodeSvcError names what failed (the database's host and the reason, never its URL or password); anything else only by its name.

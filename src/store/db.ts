@@ -48,10 +48,42 @@ interface WriteJob {
   reject(e: unknown): void;
 }
 
+/**
+ * SQLite's answers that say the store's file or disk cannot do the work, not that a statement is wrong: a 503
+ * `unavailable` that names it (the daemon goes on, and what was refused can be sent again once it is fixed), never
+ * an internal error. Anything else is returned as it is. SQLITE_FULL was seen with the data dir on a full file
+ * system: every write answered 500 `internal error` and /healthz said the store was ok (test/e2e/disk-full.test.ts).
+ */
+export function storageFault(err: unknown, path: string): unknown {
+  const code = (err as { code?: unknown })?.code;
+  if ((err as Error)?.name !== 'SqliteError' || typeof code !== 'string') return err;
+  const why = code === 'SQLITE_FULL' ? 'its disk is full'
+    : code.startsWith('SQLITE_IOERR') ? 'a read or write of its file failed'
+      : code.startsWith('SQLITE_READONLY') ? 'its file cannot be written'
+        : code.startsWith('SQLITE_BUSY') || code.startsWith('SQLITE_LOCKED') ? 'another process holds its lock'
+          : code.startsWith('SQLITE_CORRUPT') || code === 'SQLITE_NOTADB' ? 'its file is damaged'
+            : code.startsWith('SQLITE_CANTOPEN') ? 'its file cannot be opened'
+              : undefined;
+  if (!why) return err;
+  return new NodeSvcError('unavailable', `the store (SQLite at ${path}) cannot do this: ${why} (${code})`, { status: 503, extra: { retryAfterSeconds: 5 } });
+}
+
+/** Storage faults of write batches since the last commit: the first one's time, the latest one's, its message. */
+export interface WriteFault { since: number; last: number; message: string }
+
 type Method = 'get' | 'all' | 'run';
 function call(s: BetterSqlite3.Statement, m: Method, p: Params | undefined): unknown {
   if (p === undefined) return s[m]();
   return Array.isArray(p) ? s[m](...(p as unknown[])) : s[m](p);
+}
+
+/** A statement on `db`; a storage fault comes out as the 503 that names it (storageFault). */
+function callOn(db: Db, sql: string, m: Method, p: Params | undefined, safe = false, pluck = false): unknown {
+  try {
+    return call(stmt(db, sql, safe, pluck), m, p);
+  } catch (err) {
+    throw storageFault(err, db.name);
+  }
 }
 
 /** Statements on one better-sqlite3 connection, as the store interface's promises. */
@@ -59,12 +91,12 @@ export class SqliteSql implements Sql {
   readonly dialect = 'sqlite' as const;
   /** `writes`: where a run() goes (the store's group commit) instead of this connection. */
   constructor(private readonly conn: () => Db, private readonly writes?: (sql: string, p?: Params) => Promise<number>) {}
-  async get<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return call(stmt(this.conn(), sql, safe), 'get', p) as T | undefined; }
-  async all<T>(sql: string, p?: Params, safe = false): Promise<T[]> { return call(stmt(this.conn(), sql, safe), 'all', p) as T[]; }
-  async value<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return call(stmt(this.conn(), sql, safe, true), 'get', p) as T | undefined; }
+  async get<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return callOn(this.conn(), sql, 'get', p, safe) as T | undefined; }
+  async all<T>(sql: string, p?: Params, safe = false): Promise<T[]> { return callOn(this.conn(), sql, 'all', p, safe) as T[]; }
+  async value<T>(sql: string, p?: Params, safe = false): Promise<T | undefined> { return callOn(this.conn(), sql, 'get', p, safe, true) as T | undefined; }
   async run(sql: string, p?: Params): Promise<number> {
     if (this.writes) return this.writes(sql, p);
-    return (call(stmt(this.conn(), sql), 'run', p) as BetterSqlite3.RunResult).changes;
+    return (callOn(this.conn(), sql, 'run', p) as BetterSqlite3.RunResult).changes;
   }
 }
 
@@ -83,6 +115,8 @@ export class WriteQueue {
   afterCommit: Array<() => void> = [];
   /** Transactions committed and jobs run through them (bench/commit reads these). */
   readonly stats = { commits: 0, jobs: 0 };
+  /** Set when a batch fails for its file or disk (storageFault), cleared by the next commit. */
+  fault: WriteFault | undefined;
   constructor(readonly db: Db) {
     this.#tx = new SqliteSql(() => db);
   }
@@ -122,7 +156,9 @@ export class WriteQueue {
             out[i] = { ok: true, v: await jobs[i]!.fn(this.#tx) };
             db.exec('RELEASE job');
           } catch (err) {
-            out[i] = { ok: false, v: err };
+            const e = storageFault(err, db.name);
+            // The batch goes on without this job; if the file or disk failed it, the commit will tell.
+            out[i] = { ok: false, v: e };
             db.exec('ROLLBACK TO job');
             db.exec('RELEASE job');
           }
@@ -130,9 +166,12 @@ export class WriteQueue {
         db.exec('COMMIT');
       } catch (err) {
         if (db.inTransaction) db.exec('ROLLBACK');
-        for (const j of jobs) j.reject(err); // nothing of the batch is on disk
+        const e = storageFault(err, db.name);
+        if (e !== err) this.fault = { since: this.fault?.since ?? Date.now(), last: Date.now(), message: (e as Error).message };
+        for (const j of jobs) j.reject(e); // nothing of the batch is on disk
         return;
       }
+      this.fault = undefined;
       this.stats.commits++;
       this.stats.jobs += jobs.length;
       const after = this.afterCommit;
@@ -299,6 +338,7 @@ function sqliteStore(db: Db, dataDir: string, path: string, readonly: boolean): 
     write,
     transaction: (fn) => (readonly ? write(fn) : queue.write(fn, false)),
     stats: queue.stats,
+    writeFault: () => queue.fault,
     changeMark,
     externalVersion,
     async invalidate(_tx, inv) {

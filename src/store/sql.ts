@@ -64,6 +64,12 @@ export interface Store {
    * lease: at worst a resend). SQLite: a write() batch that commits without its own fsync.
    */
   transaction<T>(fn: (tx: Sql) => Promise<T>): Promise<T>;
+  /**
+   * SQLite: the storage faults (a full disk, an I/O error, a read-only file) that failed write batches since the
+   * last commit; /healthz reports the store down while the latest is under a minute old. PostgreSQL: none (a failed write there
+   * fails the connection or the statement, and the ping sees the server).
+   */
+  writeFault?(): { since: number; last: number; message: string } | undefined;
   /** Tell every daemon on this store (this one included, after the commit) that `inv.key` changed. Call inside write(). */
   invalidate(tx: Sql, inv: Invalidation): Promise<void>;
   /** Receive invalidations (PostgreSQL: LISTEN, from any daemon; SQLite: this process's own). Returns unsubscribe. */

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
-import { DB_FILE, LATEST_VERSION, openSqliteStore as openStore } from '../../src/store/db.js';
+import { DB_FILE, LATEST_VERSION, openSqliteStore as openStore, storageFault } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 
 let root: string;
@@ -103,5 +103,40 @@ describe('openStore', () => {
     const check = new Database(path, { readonly: true });
     expect(check.pragma('user_version', { simple: true })).toBe(LATEST_VERSION + 10);
     check.close();
+  });
+});
+
+describe('storageFault: what SQLite says of its file or disk is a 503 that names it', () => {
+  // better-sqlite3's own error class, as its statements throw it (name SqliteError, code the extended SQLite code).
+  const sqliteError = (code: string) => {
+    const db = new Database(':memory:');
+    try {
+      db.prepare("SELECT RAISE(ABORT, 'x')").get();
+    } catch (e) {
+      return Object.assign(e as Error, { code });
+    } finally {
+      db.close();
+    }
+    throw new Error('no SqliteError');
+  };
+  for (const [code, why] of [
+    ['SQLITE_FULL', 'its disk is full'],
+    ['SQLITE_IOERR_WRITE', 'a read or write of its file failed'],
+    ['SQLITE_IOERR_FSYNC', 'a read or write of its file failed'],
+    ['SQLITE_READONLY_DBMOVED', 'its file cannot be written'],
+    ['SQLITE_BUSY', 'another process holds its lock'],
+    ['SQLITE_CORRUPT', 'its file is damaged'],
+    ['SQLITE_NOTADB', 'its file is damaged'],
+    ['SQLITE_CANTOPEN', 'its file cannot be opened'],
+  ] as const)
+    it(`${code}: unavailable, "${why}"`, () => {
+      const e = storageFault(sqliteError(code), '/data/node-svc.db') as NodeSvcError;
+      expect(e).toBeInstanceOf(NodeSvcError);
+      expect(e).toMatchObject({ code: 'unavailable', status: 503, message: `the store (SQLite at /data/node-svc.db) cannot do this: ${why} (${code})` });
+      expect(e.extra.retryAfterSeconds).toBe(5);
+    });
+  it('anything else is left as it is (a statement that is wrong is ours to fix: a 500, logged)', () => {
+    for (const e of [sqliteError('SQLITE_CONSTRAINT_UNIQUE'), sqliteError('SQLITE_ERROR'), new Error('SQLITE_FULL'), Object.assign(new Error('x'), { code: 'SQLITE_FULL' })])
+      expect(storageFault(e, '/d')).toBe(e);
   });
 });
