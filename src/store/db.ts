@@ -2,7 +2,7 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { createRequire } from 'node:module';
 import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { NodeSvcError } from '../domain/errors.js';
+import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 import type { Invalidation, Params, Sql, Store } from './sql.js';
 
@@ -65,7 +65,7 @@ export function storageFault(err: unknown, path: string): unknown {
             : code.startsWith('SQLITE_CANTOPEN') ? 'its file cannot be opened'
               : undefined;
   if (!why) return err;
-  return new NodeSvcError('unavailable', `the store (SQLite at ${path}) cannot do this: ${why} (${code})`, { status: 503, extra: { retryAfterSeconds: 5 } });
+  return unavailable(`the store (SQLite at ${path}) cannot do this: ${why} (${code})`);
 }
 
 /** Storage faults of write batches since the last commit: the first one's time, the latest one's, its message. */
