@@ -31,6 +31,8 @@ export interface DaemonOptions {
   store?: string;
   /** PostgreSQL store: write transactions at once (--store-pool; default 10). */
   storePool?: number;
+  /** PostgreSQL store: milliseconds a statement may go without an answer (--store-timeout; default 10 s). */
+  storeTimeoutMs?: number;
   host: string;
   port: number;
   rateLimit: number;
@@ -99,7 +101,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   // Before anything that makes spans; refuses the start on a bad OTEL_* variable. Loads nothing when tracing is off.
   await startTracing();
   // readsPerConnection 1: reads that overlap go out on connections of their own (a CLI command's share one).
-  const store = await openStore({ dataDir: o.dataDir, store: o.store, readsPerConnection: 1, ...(o.storePool ? { poolSize: o.storePool } : {}) });
+  const store = await openStore({ dataDir: o.dataDir, store: o.store, readsPerConnection: 1, ...(o.storePool ? { poolSize: o.storePool } : {}), ...(o.storeTimeoutMs ? { answerTimeoutMs: o.storeTimeoutMs } : {}) });
   // SQLite: one daemon per data dir. PostgreSQL: any number of daemons share the database (leases, not a lock file).
   let unlock: () => void = () => undefined;
   try {

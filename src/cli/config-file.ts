@@ -12,12 +12,12 @@ export const CONFIG_KEYS: Record<string, Kind> = {
   host: 'string', port: 'integer', rateLimit: 'integer', retrySchedule: 'list', deliveryTimeout: 'integer', retention: 'string',
   webhookAllow: 'list', webhookDeny: 'list', maxSubscriptions: 'integer', maxRedeliveries: 'integer', mode: 'string', rail: 'string', rpcUrl: 'string', chainId: 'integer',
   contract: 'string', assetToken: 'string', rebroadcastAfter: 'string', x402SettleWait: 'string', settleStuckAfter: 'string', walletKeyFile: 'string', confirmations: 'integer', settleThreshold: 'integer', settleInterval: 'string', settlePoll: 'string',
-  cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string', storePool: 'integer', keepAliveTimeout: 'integer',
+  cardKeyFile: 'string', cardAccount: 'string', cardWebhookSecretFile: 'string', cardApi: 'string', logLevel: 'string', store: 'string', storePool: 'integer', storeTimeout: 'integer', keepAliveTimeout: 'integer',
   alertFailingAfter: 'integer', alertWalletMin: 'string',
 };
 
 // Values the daemon would refuse later (naming the flag, one at a time): checked here so every problem is named at once.
-const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300], maxSubscriptions: [1, 10_000], maxRedeliveries: [1, 10_000_000], alertFailingAfter: [1, 1000], storePool: [1, 100], keepAliveTimeout: [1, 3600] };
+const RANGES: Record<string, [number, number]> = { port: [0, 65535], rateLimit: [0, 10_000_000], deliveryTimeout: [1, 300], maxSubscriptions: [1, 10_000], maxRedeliveries: [1, 10_000_000], alertFailingAfter: [1, 1000], storePool: [1, 100], storeTimeout: [1, 3600], keepAliveTimeout: [1, 3600] };
 const CHOICES: Record<string, string[]> = { mode: ['escrow', 'card'], rail: ['sandbox', 'production'], logLevel: ['debug', 'info', 'warn', 'error'] };
 
 // Values whose form the daemon checks later one at a time, naming a flag: checked here, naming the key, with every other problem.

@@ -108,6 +108,9 @@ export const TOKEN_CACHE_SIZE = 10_000;
  * on every such commit. PostgreSQL: every token change notifies every daemon (store.invalidate). Either way the
  * memory is dropped then, so a revoked or rotated token is refused on the next request (SQLite: data_version is
  * read at most once a millisecond; PostgreSQL: once the notification arrives, well within a second). A token in its grace period is remembered only until its grace ends.
+ * PostgreSQL, when the daemon cannot be sure the notifications reach it (its LISTEN connection has not answered a ping
+ * for LISTEN_FRESH_MS: store.invalidationsCurrent), nothing is remembered: every request reads its token, so a
+ * revocation is refused from the next request whatever became of that connection (fail closed).
  */
 export function tokenResolver(store: Store) {
   const known = new Lru<string, { node: string; until: number }>(TOKEN_CACHE_SIZE);
@@ -115,6 +118,7 @@ export function tokenResolver(store: Store) {
   let generation = 0; // moves on every drop, so a read that started before one is not remembered after it
   const drop = () => { known.clear(); generation++; };
   const dataVersion = store.dialect === 'sqlite' ? (store as SqliteStore).externalVersion : undefined;
+  const current = store.invalidationsCurrent ? () => store.invalidationsCurrent!() : () => true;
   store.onInvalidate((inv) => { if (inv.topic === 'tokens' || inv.topic === 'nodes' || inv.topic === '*') drop(); });
   return async (token: string, now = Date.now()): Promise<string | undefined> => {
     if (dataVersion) {
@@ -124,6 +128,7 @@ export function tokenResolver(store: Store) {
         version = v;
       }
     }
+    if (!current()) drop();
     const hit = known.get(token);
     if (hit && now < hit.until) return hit.node;
     const hash = hashToken(token);
@@ -131,7 +136,7 @@ export function tokenResolver(store: Store) {
     const node = await tokens.nodeFor(store.q, hash, now);
     if (node) {
       const until = (await tokens.graceUntil(store.q, hash)) ?? Number.MAX_SAFE_INTEGER;
-      if (gen === generation) known.set(token, { node, until });
+      if (gen === generation && current()) known.set(token, { node, until });
     }
     return node;
   };

@@ -13,6 +13,16 @@ export interface StoreOptions {
   poolSize?: number;
   /** PostgreSQL: reads in flight per read connection before another opens (PostgresStoreOptions; the daemon: 1). */
   readsPerConnection?: number;
+  /** PostgreSQL: milliseconds a statement may go without an answer (the daemon's --store-timeout); default: NODE_SVC_STORE_TIMEOUT (seconds), else 10 s. */
+  answerTimeoutMs?: number;
+}
+
+/** NODE_SVC_STORE_TIMEOUT (whole seconds, 1 to 3600) in ms, for every command that opens a PostgreSQL store; undefined when unset. */
+export function storeTimeoutFromEnv(): number | undefined {
+  const v = process.env.NODE_SVC_STORE_TIMEOUT;
+  if (v === undefined || v === '') return undefined;
+  if (!/^\d+$/.test(v) || Number(v) < 1 || Number(v) > 3600) throw configError(`NODE_SVC_STORE_TIMEOUT must be a whole number of seconds from 1 to 3600, got "${v}"`);
+  return Number(v) * 1000;
 }
 
 /** --store, else NODE_SVC_STORE (flag > environment; the daemon also reads config `store` between them and the default). */
@@ -34,5 +44,5 @@ export async function openStore(o: StoreOptions): Promise<Store> {
   // The data dir still holds the daemon's config.json (and the dev sandbox's files): there when the store is.
   if (!o.readonly) ensureDataDir(o.dataDir);
   const { openPostgresStore } = await import('./postgres.js');
-  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly, ...(o.poolSize ? { poolSize: o.poolSize } : {}), ...(o.readsPerConnection ? { readsPerConnection: o.readsPerConnection } : {}) });
+  return openPostgresStore(url, { dataDir: o.dataDir, readonly: o.readonly, ...(o.poolSize ? { poolSize: o.poolSize } : {}), ...(o.readsPerConnection ? { readsPerConnection: o.readsPerConnection } : {}), answerTimeoutMs: o.answerTimeoutMs ?? storeTimeoutFromEnv() });
 }

@@ -40,7 +40,18 @@ export interface PostgresStoreOptions {
    * another gets a connection of its own, so one slow read (a page of events) holds up no other.
    */
   readsPerConnection?: number;
+  /**
+   * Milliseconds a statement may go without its answer (default 10,000; the daemon's --store-timeout): then its
+   * connection is closed (its transaction, if any, ends there) and the caller gets a 503 that says so. A database cut
+   * off by the network without a reset (a partition, a NAT or firewall that forgot the connection, a failover behind
+   * the same address) answers nothing and closes nothing: without this, a request waited for TCP's own timers, a
+   * quarter of an hour or more. Migrations are not bounded (a long one, or another daemon's, is waited for).
+   */
+  answerTimeoutMs?: number;
 }
+
+/** The default of PostgresStoreOptions.answerTimeoutMs. */
+export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000;
 
 const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 /** pg_advisory_xact_lock key of migrations ('node-svc' in ASCII, + 1). Writes take no database-wide lock. */
@@ -303,8 +314,10 @@ const isConnectionError = (err: unknown): boolean => {
   // The server's own error is known by its code: its message may quote the statement's values, any words included.
   if (err instanceof pg.DatabaseError) return false;
   const m = typeof e?.message === 'string' ? e.message : '';
-  return /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|connection error/i.test(m);
+  return /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|connection error/i.test(m) || isAnswerTimeout(err);
 };
+/** pg's error for a statement not answered within query_timeout (PostgresStoreOptions.answerTimeoutMs). */
+const isAnswerTimeout = (err: unknown): boolean => !(err instanceof pg.DatabaseError) && (err as Error)?.message === 'Query read timeout';
 
 // ---------------------------------------------------------------------------------------------------------------
 // The store
@@ -388,6 +401,8 @@ class Pipelines {
   #borrowed: pg.PoolClient | undefined;
   #mayBorrow = true;
   #closed = false;
+  /** Each open connection's drop (see #open). */
+  readonly #drops = new WeakMap<pg.Client, () => void>();
   constructor(
     private readonly config: pg.ClientConfig,
     n: number,
@@ -427,7 +442,12 @@ class Pipelines {
       this.fail(err);
     }
     corkUntil(c, setImmediate);
-    return c.query(config);
+    return c.query(config).catch((err: unknown) => {
+      // Its connection is lost (or pg closed it: a statement not answered in time). Dropped now, not when its 'end'
+      // event comes: a read issued meanwhile would go out on the dead connection and fail too.
+      if (isConnectionError(err)) this.#drops.get(c)?.();
+      throw err;
+    });
   }
 
   #open(i: number): Promise<pg.Client> {
@@ -443,6 +463,7 @@ class Pipelines {
     };
     const opened: Promise<pg.Client> = (async () => {
       c = lent ? (this.#borrowed = await lent) : new pg.Client({ ...this.config, pipeline: true } as pg.ClientConfig);
+      this.#drops.set(c, drop);
       c.on('error', drop);
       c.on('end', drop);
       if (!lent) await c.connect();
@@ -512,9 +533,11 @@ class PgStore implements PostgresStore {
   readonly #readonly: boolean;
   #subscribers = new Set<(inv: Invalidation) => void>();
   #listener: Listener | undefined;
+  readonly #answerMs: number;
 
   constructor(target: Target, opts: PostgresStoreOptions) {
     this.#target = target;
+    this.#answerMs = opts.answerTimeoutMs ?? DEFAULT_ANSWER_TIMEOUT_MS;
     this.description = target.description;
     this.dataDir = opts.dataDir;
     const session = {
@@ -525,6 +548,8 @@ class PgStore implements PostgresStore {
       // in flight), until the server's TCP keepalive notices, hours by default. Our transactions never wait on anything
       // but their own statements, so one idle for 10 s is dead: the server ends it, and what it held is free.
       idle_in_transaction_session_timeout: 10_000,
+      // pg closes a pipelined connection whose statement got no answer in time (its other statements fail with it).
+      query_timeout: this.#answerMs,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
       ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
     };
@@ -575,6 +600,7 @@ class PgStore implements PostgresStore {
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
   wrap(err: unknown): unknown {
     if (err instanceof NodeSvcError) return err;
+    if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${this.#answerMs / 1000} s; its connection is closed`);
     if (isConnectionError(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`);
     const e = err as Error & { detail?: unknown; where?: unknown };
     if (e && typeof e.message === 'string') {
@@ -969,6 +995,10 @@ class PgStore implements PostgresStore {
     return () => void this.#subscribers.delete(fn);
   }
 
+  invalidationsCurrent(): boolean {
+    return this.#listener?.current() ?? false;
+  }
+
   #dispatch(inv: Invalidation): void {
     for (const fn of [...this.#subscribers]) {
       try {
@@ -1005,12 +1035,14 @@ class PgStore implements PostgresStore {
         throw this.#openError(err);
       }
     }
+    // Not bounded by answerTimeoutMs: a long migration, or another daemon's, is waited for (2^31 - 1 ms: a timer's most).
+    const long = (text: string) => client.query({ text, query_timeout: 2 ** 31 - 1 } as pg.QueryConfig);
     try {
-      await client.query('BEGIN');
+      await long('BEGIN');
       // Two daemons starting together: the second waits here and then finds nothing to do.
-      await client.query(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`);
-      const exists = (await client.query("SELECT to_regclass('node_svc_schema') IS NOT NULL AS e")).rows[0].e === 1;
-      const current = exists ? Number((await client.query('SELECT version FROM node_svc_schema')).rows[0]?.version ?? 0) : 0;
+      await long(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`);
+      const exists = (await long("SELECT to_regclass('node_svc_schema') IS NOT NULL AS e")).rows[0].e === 1;
+      const current = exists ? Number((await long('SELECT version FROM node_svc_schema')).rows[0]?.version ?? 0) : 0;
       if (current > LATEST_VERSION)
         throw new NodeSvcError('store', `this database was written by a newer node-svc (schema ${current}; this build knows up to ${LATEST_VERSION})`, {
           hint: 'upgrade node-svc, or restore a backup made by this version',
@@ -1022,15 +1054,15 @@ class PgStore implements PostgresStore {
           : new NodeSvcError('store', `database schema ${current} needs migrating to ${LATEST_VERSION}`, { hint: 'run any node-svc write command (or the daemon) once' });
       }
       if (pending.length) {
-        if (!exists) await client.query('CREATE TABLE node_svc_schema (version INTEGER NOT NULL); INSERT INTO node_svc_schema(version) VALUES (0)');
+        if (!exists) await long('CREATE TABLE node_svc_schema (version INTEGER NOT NULL); INSERT INTO node_svc_schema(version) VALUES (0)');
         for (const m of pending) {
           try {
-            await client.query(m.postgres);
+            await long(m.postgres);
           } catch (err) {
             throw new NodeSvcError('store', `migration ${m.version} (${m.name}) failed on ${this.description}: ${this.redact((err as Error).message)}`);
           }
         }
-        await client.query(`UPDATE node_svc_schema SET version = ${LATEST_VERSION}`);
+        await long(`UPDATE node_svc_schema SET version = ${LATEST_VERSION}`);
       }
       await client.query('COMMIT');
       client.release();
@@ -1073,11 +1105,32 @@ class PgStore implements PostgresStore {
  * subscribers `*`, since writes made while nobody listened were not heard (the first time included: the subscriber
  * may have loaded its cache before LISTEN took effect).
  */
+/** How often the LISTEN connection is pinged (Listener). */
+const LISTEN_PING_MS = 1000;
+/** The LISTEN connection is trusted while its last ping was answered less than this ago (Listener.current). */
+export const LISTEN_FRESH_MS = 3000;
+
+/**
+ * The LISTEN connection: every daemon's invalidations (token, key, node and subscription changes) arrive on it. It is
+ * pinged every LISTEN_PING_MS: a connection the network cut off without a reset (a NAT or firewall that dropped the
+ * idle flow, a failover behind the same address) receives nothing and reports nothing, and its daemon went on using
+ * what it remembered: a token revoked through another daemon or the CLI stayed accepted for as long as it ran (seen
+ * 2026-11-30 with a proxy that drops a connection's bytes). A ping not answered within LISTEN_FRESH_MS ends the
+ * connection (another is opened; every cache is dropped once it listens, as at the start), and from then until a ping
+ * is answered again `current()` is false.
+ */
 class Listener {
   #client: pg.Client | undefined;
   #delay = 250;
   #timer: NodeJS.Timeout | undefined;
   #closed = false;
+  /** performance.now() of the last answer on the LISTEN connection (its LISTEN, a ping); -Infinity before. */
+  #answeredAt = -Infinity;
+  #ping: NodeJS.Timeout | undefined;
+
+  current(): boolean {
+    return this.#client !== undefined && performance.now() - this.#answeredAt < LISTEN_FRESH_MS;
+  }
 
   constructor(readonly config: pg.ClientConfig, readonly dispatch: (inv: Invalidation) => void) {
     void this.#connect();
@@ -1090,7 +1143,9 @@ class Listener {
     const onLost = () => {
       if (lost) return;
       lost = true;
-      if (this.#client === c) this.#client = undefined;
+      if (this.#client === c) { this.#client = undefined; clearInterval(this.#ping); this.#ping = undefined; }
+      // end() waits for the server's answer, which a cut-off connection never gives: the socket goes now.
+      (c as unknown as { connection?: { stream?: { destroy?(): void } } }).connection?.stream?.destroy?.();
       c.end().catch(() => {});
       this.#retry();
     };
@@ -1119,8 +1174,20 @@ class Listener {
       return;
     }
     this.#client = c;
+    this.#answeredAt = performance.now();
     this.#delay = 250;
     this.dispatch({ topic: '*', key: '' });
+    // One ping at a time; one unanswered for LISTEN_FRESH_MS ends the connection.
+    let sentAt: number | undefined;
+    this.#ping = setInterval(() => {
+      if (sentAt !== undefined) {
+        if (performance.now() - sentAt >= LISTEN_FRESH_MS) onLost();
+        return;
+      }
+      const at = (sentAt = performance.now());
+      c.query('SELECT 1').then(() => { if (sentAt === at) { sentAt = undefined; this.#answeredAt = performance.now(); } }, onLost);
+    }, LISTEN_PING_MS);
+    this.#ping.unref?.();
   }
 
   #retry(): void {
@@ -1138,6 +1205,8 @@ class Listener {
     this.#closed = true;
     if (this.#timer) clearTimeout(this.#timer);
     this.#timer = undefined;
+    clearInterval(this.#ping);
+    this.#ping = undefined;
     const c = this.#client;
     this.#client = undefined;
     await c?.end().catch(() => {});

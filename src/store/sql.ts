@@ -74,6 +74,13 @@ export interface Store {
   invalidate(tx: Sql, inv: Invalidation): Promise<void>;
   /** Receive invalidations (PostgreSQL: LISTEN, from any daemon; SQLite: this process's own). Returns unsubscribe. */
   onInvalidate(fn: (inv: Invalidation) => void): () => void;
+  /**
+   * Whether every invalidation committed until about now has reached this process: false while it cannot be sure, and
+   * what it remembers by them (tokens) must then be read again. PostgreSQL: the LISTEN connection answered a ping
+   * within the last LISTEN_FRESH_MS (a connection cut off without a reset hears no NOTIFY and says nothing). SQLite:
+   * absent (its invalidations are this process's own, and other processes' commits show in data_version).
+   */
+  invalidationsCurrent?(): boolean;
   /** Stats of the group commit (bench/commit reads these). */
   readonly stats: { commits: number; jobs: number };
   close(): Promise<void>;

@@ -11,6 +11,11 @@ export interface FreezingProxy {
   readonly answered: number;
   freeze(): void;
   thaw(): void;
+  /**
+   * The connections open now go silent for good, both ways, and are never closed (a NAT or firewall that forgot them,
+   * a failover behind the same address): what either side sends on them is dropped. New connections pass.
+   */
+  cut(): void;
   close(): Promise<void>;
 }
 
@@ -18,9 +23,12 @@ export async function startFreezingProxy(targetPort: number): Promise<FreezingPr
   let frozen = false;
   let answered = 0;
   const sockets = new Set<Socket>();
+  /** Sockets of connections cut(): what they send or receive is dropped. */
+  const silent = new WeakSet<Socket>();
   /** Writes held while frozen, replayed in order on thaw. */
   let held: Array<() => void> = [];
   const pass = (to: Socket) => (chunk: Buffer) => {
+    if (silent.has(to)) return;
     if (frozen) held.push(() => to.write(chunk));
     else to.write(chunk);
   };
@@ -28,16 +36,17 @@ export async function startFreezingProxy(targetPort: number): Promise<FreezingPr
     const upstream = connect(targetPort, '127.0.0.1');
     // The server's side ending (its idle-in-transaction timeout, say) reaches the client only once thawed, as its FIN
     // would cross a partition; the client's side ending is passed on at once (nothing to observe there).
-    const serverGone = () => { if (frozen) held.push(() => client.destroy()); else client.destroy(); };
+    const serverGone = () => { if (silent.has(client)) return; if (frozen) held.push(() => client.destroy()); else client.destroy(); };
     for (const s of [client, upstream]) sockets.add(s);
-    client.on('error', () => upstream.destroy());
-    client.on('close', () => { sockets.delete(client); upstream.destroy(); });
+    // A cut connection's end does not cross either (the server's session lives on until its own timeouts).
+    client.on('error', () => { if (!silent.has(client)) upstream.destroy(); });
+    client.on('close', () => { sockets.delete(client); if (!silent.has(client)) upstream.destroy(); });
     upstream.on('error', serverGone);
     upstream.on('close', () => { sockets.delete(upstream); serverGone(); });
     client.on('data', pass(upstream));
     const answer = pass(client);
     upstream.on('data', (chunk: Buffer) => {
-      if (!frozen) answered++;
+      if (!frozen && !silent.has(client)) answered++;
       answer(chunk);
     });
   });
@@ -46,6 +55,7 @@ export async function startFreezingProxy(targetPort: number): Promise<FreezingPr
     port: (server.address() as AddressInfo).port,
     get answered() { return answered; },
     freeze: () => { frozen = true; },
+    cut: () => { for (const s of sockets) silent.add(s); },
     thaw: () => {
       frozen = false;
       const h = held;

@@ -51,4 +51,27 @@ describe('tokenResolver', () => {
     expect(await resolve(old, t0 + 61_000)).toBeUndefined(); // grace over, no commit in between
     expect(await resolve(next, t0 + 61_000)).toBe('node-a');
   });
+
+  it('remembers nothing while the store cannot be sure its invalidations arrive (PostgreSQL: a silent LISTEN connection)', async () => {
+    const { daemon, admin } = await fresh();
+    const { token } = await issueToken(admin, 'node-a');
+    // The daemon's store says whether it hears every invalidation (PgStore.invalidationsCurrent); SQLite has no such
+    // method, so the real store is given one here. The token is then revoked by a statement on the daemon's own
+    // connection: no invalidation and no data_version move, as when a NOTIFY is lost on the way.
+    let current = true;
+    (daemon as Store & { invalidationsCurrent?: () => boolean }).invalidationsCurrent = () => current;
+    const resolve = tokenResolver(daemon);
+    const revokeQuietly = (status: string) => daemon.db.prepare('UPDATE tokens SET status = ?').run(status);
+    expect(await resolve(token)).toBe('node-a');
+    revokeQuietly('revoked');
+    expect(await resolve(token)).toBe('node-a'); // remembered: nothing said it changed
+    current = false;
+    expect(await resolve(token)).toBeUndefined(); // not sure: read again
+    revokeQuietly('active');
+    expect(await resolve(token)).toBe('node-a');
+    revokeQuietly('revoked');
+    expect(await resolve(token)).toBeUndefined(); // not remembered while unsure either
+    current = true;
+    expect(await resolve(token)).toBeUndefined();
+  });
 });

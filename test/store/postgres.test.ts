@@ -12,12 +12,13 @@ import { NodeSvcError } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
-import { compileSql, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
+import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { claimDue, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
+import { startFreezingProxy } from '../helpers/tcp-freeze.js';
 import { addNode } from '../../src/service/admin.js';
 import { headroomJson } from '../../src/service/streams.js';
 import { DEFAULT_SERVICE_CONFIG, type Deps } from '../../src/service/deps.js';
@@ -41,7 +42,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
   let dbs = 0;
   /** A new, empty database on the server. */
   const freshDb = () => ensureDatabase(base, `pgstore_${process.pid}_${++dbs}`);
-  const openAt = async (url: string, o: { readonly?: boolean; poolSize?: number; readsPerConnection?: number } = {}) => {
+  const openAt = async (url: string, o: { readonly?: boolean; poolSize?: number; readsPerConnection?: number; answerTimeoutMs?: number } = {}) => {
     const s = await openPostgresStore(url, { dataDir: join(root, 'data'), ...o });
     open.push(s);
     return s;
@@ -759,6 +760,35 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await a.write((tx) => a.invalidate(tx, { topic: 'nodes', key: 'node-a' }));
       await waitFor(() => atB.some((i) => i.key === 'node-a'), 'an invalidation after the reconnect', 2000, 5);
     });
+
+    it('a LISTEN connection cut off without a reset is found silent by its ping, not trusted meanwhile, and replaced', async () => {
+      const url = await freshDb();
+      const proxy = await startFreezingProxy(Number(new URL(url).port));
+      try {
+        const via = new URL(url);
+        via.port = String(proxy.port);
+        const a = await openAt(url);
+        const b = await openAt(via.toString(), { answerTimeoutMs: 2000 });
+        expect(b.invalidationsCurrent!()).toBe(false); // nothing listens yet
+        const atB = await listen(b);
+        expect(b.invalidationsCurrent!()).toBe(true);
+        await sleep(1500); // pings answered meanwhile keep it so
+        expect(b.invalidationsCurrent!()).toBe(true);
+        proxy.cut(); // every connection open now goes silent for good; new ones pass
+        const cutAt = performance.now();
+        await a.write((tx) => a.invalidate(tx, { topic: 'tokens', key: 'lost' })); // its NOTIFY never reaches b
+        await waitFor(() => !b.invalidationsCurrent!(), 'b unsure of its invalidations', LISTEN_FRESH_MS + 3000, 10);
+        expect(performance.now() - cutAt).toBeLessThan(LISTEN_FRESH_MS + 1500);
+        // A new LISTEN connection: `*` (every cache drops, the lost one with them), trusted again, and it hears writes.
+        await waitFor(() => atB.some((i) => i.topic === '*'), 'the * of a new LISTEN connection', 15_000, 10);
+        await waitFor(() => b.invalidationsCurrent!(), 'b sure again', 5000, 10);
+        expect(atB.some((i) => i.key === 'lost')).toBe(false);
+        await a.write((tx) => a.invalidate(tx, { topic: 'nodes', key: 'after-cut' }));
+        await waitFor(() => atB.some((i) => i.key === 'after-cut'), 'an invalidation on the new connection', 2000, 5);
+      } finally {
+        await proxy.close();
+      }
+    }, 30_000);
   });
 
   describe('migrations', () => {
@@ -853,6 +883,26 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         for (const c of clients) await c.end().catch(() => {});
       }
     }, 30_000);
+
+    it('wait for another migration however long it holds the lock: the statement timeout (answerTimeoutMs) is not theirs', async () => {
+      const url = await freshDb();
+      const holder = new pg.Client({ connectionString: url });
+      await holder.connect();
+      try {
+        await holder.query('BEGIN');
+        await holder.query(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`); // as another daemon's long migration
+        const opening = openAt(url, { answerTimeoutMs: 300 });
+        await sleep(1200); // four times the statement timeout
+        await holder.query('COMMIT');
+        const s = await opening;
+        expect(await s.q.value('SELECT version FROM node_svc_schema')).toBe(LATEST);
+        // Its other statements keep the limit: one that takes longer is cut off, named, and the store goes on.
+        await expect(s.q.value('SELECT pg_sleep(1)')).rejects.toThrow(/did not answer within 0\.3 s; its connection is closed/);
+        expect(await s.q.value('SELECT 1 AS one')).toBe(1);
+      } finally {
+        await holder.end();
+      }
+    });
 
     it('two daemons starting together migrate once', async () => {
       const url = await freshDb();

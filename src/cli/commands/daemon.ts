@@ -23,6 +23,7 @@ export interface DaemonFlags extends RailFlags {
   maxSubscriptions?: string;
   maxRedeliveries?: string;
   storePool?: string;
+  storeTimeout?: string;
   keepAliveTimeout?: string;
   alertFailingAfter?: string;
   alertWalletMin?: string;
@@ -68,10 +69,13 @@ export async function daemon(g: GlobalOptions, flags: DaemonFlags, sources: Reco
   const storePool = f.storePool === undefined ? undefined : int('--store-pool', f.storePool, 1, 100);
   if (storePool !== undefined && !(store && isPostgresUrl(store)))
     throw usageError('--store-pool applies to a PostgreSQL store only (--store postgres://…); this daemon uses SQLite, whose writes always share one queue', 'remove --store-pool (NODE_SVC_STORE_POOL, config storePool), or name a PostgreSQL store');
+  const storeTimeout = f.storeTimeout === undefined ? undefined : int('--store-timeout', f.storeTimeout, 1, 3600);
+  if (storeTimeout !== undefined && !(store && isPostgresUrl(store)))
+    throw usageError('--store-timeout applies to a PostgreSQL store only (--store postgres://…); this daemon uses SQLite, a file on this machine', 'remove --store-timeout (NODE_SVC_STORE_TIMEOUT, config storeTimeout), or name a PostgreSQL store');
   const rail = await railFromFlags(f); // refuses to start on any doubt (chain id, keys vs rail)
   logFatalFaults(log);
   const d = await startDaemon({
-    dataDir, store, host: f.host, port, rateLimit: rate, ...(storePool ? { storePool } : {}),
+    dataDir, store, host: f.host, port, rateLimit: rate, ...(storePool ? { storePool } : {}), ...(storeTimeout ? { storeTimeoutMs: storeTimeout * 1000 } : {}),
     ...(schedule ? { retrySchedule: schedule } : {}),
     ...(timeout ? { deliveryTimeoutMs: timeout * 1000 } : {}),
     ...(keepAlive ? { keepAliveTimeoutMs: keepAlive * 1000 } : {}),
