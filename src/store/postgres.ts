@@ -41,17 +41,20 @@ export interface PostgresStoreOptions {
    */
   readsPerConnection?: number;
   /**
-   * Milliseconds a statement may go without its answer (default 10,000; the daemon's --store-timeout): then its
-   * connection is closed (its transaction, if any, ends there) and the caller gets a 503 that says so. A database cut
-   * off by the network without a reset (a partition, a NAT or firewall that forgot the connection, a failover behind
-   * the same address) answers nothing and closes nothing: without this, a request waited for TCP's own timers, a
-   * quarter of an hour or more. Migrations are not bounded (a long one, or another daemon's, is waited for).
+   * Milliseconds a statement may take (default 10,000; the daemon's --store-timeout): the sessions' statement_timeout,
+   * so the server cancels it (503, nothing of it applied). An answer still missing ANSWER_GRACE_MS later closes the
+   * connection (its transaction, if any, ends there) with a 503 that says so: a database cut off by the network
+   * without a reset (a partition, a NAT or firewall that forgot the connection, a failover behind the same address)
+   * answers nothing and closes nothing, and without this a request waited for TCP's own timers, a quarter of an hour or
+   * more. Migrations are not bounded (a long one, or another daemon's, is waited for).
    */
   answerTimeoutMs?: number;
 }
 
 /** The default of PostgresStoreOptions.answerTimeoutMs. */
 export const DEFAULT_ANSWER_TIMEOUT_MS = 10_000;
+/** How much longer than the server's statement_timeout the client waits for an answer before closing the connection. */
+const ANSWER_GRACE_MS = 1000;
 
 const LATEST_VERSION = MIGRATIONS[MIGRATIONS.length - 1]!.version;
 /** pg_advisory_xact_lock key of migrations ('node-svc' in ASCII, + 1). Writes take no database-wide lock. */
@@ -548,8 +551,11 @@ class PgStore implements PostgresStore {
       // in flight), until the server's TCP keepalive notices, hours by default. Our transactions never wait on anything
       // but their own statements, so one idle for 10 s is dead: the server ends it, and what it held is free.
       idle_in_transaction_session_timeout: 10_000,
-      // pg closes a pipelined connection whose statement got no answer in time (its other statements fail with it).
-      query_timeout: this.#answerMs,
+      // A statement still running after answerTimeoutMs is canceled by the server itself (its locks and its session
+      // are free at once; the connection goes on); one whose answer does not come ANSWER_GRACE_MS later is taken as a
+      // network that stopped carrying anything: pg closes that connection (pipelined statements fail with it).
+      statement_timeout: this.#answerMs,
+      query_timeout: this.#answerMs + ANSWER_GRACE_MS,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes.
       ...(opts.readonly ? { options: '-c default_transaction_read_only=on' } : {}),
     };
@@ -600,7 +606,11 @@ class PgStore implements PostgresStore {
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
   wrap(err: unknown): unknown {
     if (err instanceof NodeSvcError) return err;
-    if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${this.#answerMs / 1000} s; its connection is closed`);
+    if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`);
+    // 57014: canceled, here by the session's statement_timeout (answerTimeoutMs): a statement that ran or waited on a
+    // lock that long. The database is there; the request can be sent again.
+    if (err instanceof pg.DatabaseError && err.code === '57014')
+      return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not finish a statement within ${this.#answerMs / 1000} s (statement_timeout); nothing of it was applied`);
     if (isConnectionError(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`);
     const e = err as Error & { detail?: unknown; where?: unknown };
     if (e && typeof e.message === 'string') {
@@ -1039,6 +1049,7 @@ class PgStore implements PostgresStore {
     const long = (text: string) => client.query({ text, query_timeout: 2 ** 31 - 1 } as pg.QueryConfig);
     try {
       await long('BEGIN');
+      await long('SET LOCAL statement_timeout = 0');
       // Two daemons starting together: the second waits here and then finds nothing to do.
       await long(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`);
       const exists = (await long("SELECT to_regclass('node_svc_schema') IS NOT NULL AS e")).rows[0].e === 1;
@@ -1064,7 +1075,7 @@ class PgStore implements PostgresStore {
         }
         await long(`UPDATE node_svc_schema SET version = ${LATEST_VERSION}`);
       }
-      await client.query('COMMIT');
+      await long('COMMIT');
       client.release();
     } catch (err) {
       try {
@@ -1099,25 +1110,23 @@ class PgStore implements PostgresStore {
   }
 }
 
-/**
- * The LISTEN connection: a client of its own (a pooled one would be handed to queries). When it is lost it comes
- * back with backoff (250 ms doubling to 5 s) and LISTENs again; every time it starts listening it tells the
- * subscribers `*`, since writes made while nobody listened were not heard (the first time included: the subscriber
- * may have loaded its cache before LISTEN took effect).
- */
 /** How often the LISTEN connection is pinged (Listener). */
 const LISTEN_PING_MS = 1000;
 /** The LISTEN connection is trusted while its last ping was answered less than this ago (Listener.current). */
 export const LISTEN_FRESH_MS = 3000;
 
 /**
- * The LISTEN connection: every daemon's invalidations (token, key, node and subscription changes) arrive on it. It is
- * pinged every LISTEN_PING_MS: a connection the network cut off without a reset (a NAT or firewall that dropped the
+ * The LISTEN connection: a client of its own (a pooled one would be handed to queries). Every daemon's invalidations
+ * (token, key, node and subscription changes) arrive on it. When it is lost it comes back with backoff (250 ms
+ * doubling to 5 s) and LISTENs again; every time it starts listening it tells the subscribers `*`, since writes made
+ * while nobody listened were not heard (the first time included: the subscriber may have loaded its cache before
+ * LISTEN took effect). It is pinged every LISTEN_PING_MS (the ping is the LISTEN again, a no-op for a session already
+ * listening, so pg_stat_activity keeps showing what the session is for): a connection the network cut off without a reset (a NAT or firewall that dropped the
  * idle flow, a failover behind the same address) receives nothing and reports nothing, and its daemon went on using
  * what it remembered: a token revoked through another daemon or the CLI stayed accepted for as long as it ran (seen
  * 2026-11-30 with a proxy that drops a connection's bytes). A ping not answered within LISTEN_FRESH_MS ends the
  * connection (another is opened; every cache is dropped once it listens, as at the start), and from then until a ping
- * is answered again `current()` is false.
+ * is answered again `current()` is false. The LISTEN that starts a connection has the same limit.
  */
 class Listener {
   #client: pg.Client | undefined;
@@ -1163,7 +1172,7 @@ class Listener {
     });
     try {
       await c.connect();
-      await c.query(`LISTEN ${CHANNEL}`);
+      await c.query({ text: `LISTEN ${CHANNEL}`, query_timeout: LISTEN_FRESH_MS } as pg.QueryConfig);
     } catch {
       onLost();
       return;
@@ -1181,11 +1190,12 @@ class Listener {
     let sentAt: number | undefined;
     this.#ping = setInterval(() => {
       if (sentAt !== undefined) {
-        if (performance.now() - sentAt >= LISTEN_FRESH_MS) onLost();
+        // The verdict after the event loop's I/O: an answer that arrived during a stall of the loop is read first.
+        if (performance.now() - sentAt >= LISTEN_FRESH_MS) { const late = sentAt; setImmediate(() => { if (sentAt === late) onLost(); }); }
         return;
       }
       const at = (sentAt = performance.now());
-      c.query('SELECT 1').then(() => { if (sentAt === at) { sentAt = undefined; this.#answeredAt = performance.now(); } }, onLost);
+      c.query(`LISTEN ${CHANNEL}`).then(() => { if (sentAt === at) { sentAt = undefined; this.#answeredAt = performance.now(); } }, onLost);
     }, LISTEN_PING_MS);
     this.#ping.unref?.();
   }
