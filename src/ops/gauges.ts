@@ -101,6 +101,14 @@ export function opsGauges(d: Deps): Gauge[] {
       read: async () => ((await verdict()).checks.find((c) => c.name === 'store')?.status === 'ok' ? 1 : 0),
     },
     {
+      name: 'node_svc_clock_offset_seconds',
+      help: 'PostgreSQL store: how far this host\'s clock is ahead of the database server\'s (negative: behind), as the clock check of /healthz read it; no sample on SQLite',
+      read: async () => {
+        const c = (await verdict()).checks.find((x) => x.name === 'clock');
+        return c ? (c.figures.offsetMs as number) / 1000 : [];
+      },
+    },
+    {
       name: 'node_svc_health_status',
       help: 'The /healthz verdict: 1 for the current status (ok, degraded or down), 0 for the others',
       read: async () => oneHot((await verdict()).status),

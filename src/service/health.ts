@@ -29,7 +29,8 @@ export interface Verdict {
 
 export type { HealthSources, KeyRefreshState } from './deps.js';
 
-export type CheckFn = (d: Deps, s: HealthSources) => HealthCheck | Promise<HealthCheck>;
+/** A check; undefined when it does not apply to this daemon (the clock check on SQLite). */
+export type CheckFn = (d: Deps, s: HealthSources) => HealthCheck | undefined | Promise<HealthCheck | undefined>;
 
 const iso = (ms: number | null) => (ms === null ? null : new Date(ms).toISOString());
 const ageSeconds = (d: Deps, ms: number | null) => (ms === null ? 0 : Math.max(0, Math.floor((d.now() - ms) / 1000)));
@@ -113,8 +114,26 @@ async function alertsCheck(d: Deps): Promise<HealthCheck> {
   return check('alerts', problems, { endpoints: r.total, failing: r.failing, disabled: r.disabled, deadDeliveries: dead });
 }
 
+/** Clocks further apart than this (beyond the read's own uncertainty) make the clock check degraded. */
+export const CLOCK_SKEW_LIMIT_MS = 1000;
+
+/**
+ * PostgreSQL: this host's clock against the database server's. Daemons sharing a database keep delivery leases and
+ * retry times by their own clocks: one whose clock is ahead takes over deliveries other daemons have in flight once
+ * it reads their leases as run out (duplicates at the receivers; the fence keeps each attempt recorded once), and one
+ * behind sends retries late. SQLite: one daemon, one clock; the check does not apply.
+ */
+async function clockCheck(d: Deps): Promise<HealthCheck | undefined> {
+  if (d.store.dialect !== 'postgres') return undefined;
+  const { offsetMs, uncertaintyMs } = await health.clockOffset(d.store.q, d.now);
+  const problems: Array<[CheckStatus, string]> = [];
+  if (Math.abs(offsetMs) - uncertaintyMs > CLOCK_SKEW_LIMIT_MS)
+    problems.push(['degraded', `this host's clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs > 0 ? 'ahead of' : 'behind'} the database server's: daemons sharing the database time delivery leases and retries by their own clocks (${offsetMs > 0 ? 'this one takes over deliveries other daemons have in flight, and they are sent twice' : 'this one sends retries late'}); set this host's time (NTP)`]);
+  return check('clock', problems, { offsetMs, uncertaintyMs, limitMs: CLOCK_SKEW_LIMIT_MS });
+}
+
 /** In display order. Other modules append theirs (e.g. settlements stuck past a limit). */
-export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, settlementsCheck, subscriptionsCheck, alertsCheck];
+export const HEALTH_CHECKS: CheckFn[] = [keysCheck, railCheck, outboxCheck, settlementsCheck, subscriptionsCheck, alertsCheck, clockCheck];
 
 export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Verdict> {
   const checks: HealthCheck[] = [];
@@ -135,7 +154,8 @@ export async function healthVerdict(d: Deps, s: HealthSources = {}): Promise<Ver
   if (checks[0]!.status === 'ok') {
     for (const fn of HEALTH_CHECKS) {
       try {
-        checks.push(await fn(d, s));
+        const c = await fn(d, s);
+        if (c) checks.push(c);
       } catch (err) {
         checks.push(check(fn.name.replace(/Check$/, '') || 'check', [['degraded', `could not be computed (${(err as Error).name})`]], {}));
       }

@@ -59,6 +59,16 @@ const count = (cond: string) => `COALESCE(SUM(CASE WHEN ${cond} THEN 1 ELSE 0 EN
 export const health = {
   /** The store answers `SELECT 1` within PING_TIMEOUT_MS; else a 503 `unavailable` saying so. */
   ping: (q: Sql, ms = PING_TIMEOUT_MS) => answered(q.get<{ ok: number }>('SELECT 1 AS ok'), ms),
+  /**
+   * PostgreSQL: how far this host's clock (`now`, read just before and after) is ahead of the database server's
+   * (negative: behind), and the read's uncertainty (half its round trip), in ms.
+   */
+  clockOffset: async (q: Sql, now: () => number): Promise<{ offsetMs: number; uncertaintyMs: number }> => {
+    const t0 = now();
+    const db = Number(await answered(q.value<number | bigint>('SELECT CAST(EXTRACT(EPOCH FROM clock_timestamp()) * 1000 AS BIGINT) AS t'), PING_TIMEOUT_MS));
+    const t1 = now();
+    return { offsetMs: Math.round((t0 + t1) / 2 - db), uncertaintyMs: Math.ceil((t1 - t0) / 2) };
+  },
   /** The node deliveries (alert endpoints' are the `alerts` check's: a node cannot replay them). */
   outbox: async (q: Sql): Promise<OutboxFigures> => {
     // Counts from the counters the triggers keep (migration 0090); the oldest pending delivery through the partial

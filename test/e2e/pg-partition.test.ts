@@ -4,6 +4,7 @@
 // server): a read on a connection already open waited for TCP's own timers (more than 90 s when the client gave up),
 // and once the LISTEN connection alone was cut, a token revoked through the CLI stayed accepted by the daemon for as
 // long as it ran (its remembered answer was never dropped: the notification never came).
+import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { cliFor, json, runCli, tempDataDir, type TempDataDir } from '../helpers/cli.js';
@@ -96,6 +97,39 @@ describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset', () =>
     const list = JSON.parse((await ask(s, '/v1/webhooks')).body) as { data: Array<{ url: string }> };
     // The write that answered 503 may have committed or not: its connection was cut with it. The others are there.
     expect(list.data.map((w) => w.url)).toEqual(expect.arrayContaining(['http://127.0.0.1:9/before', 'http://127.0.0.1:9/after']));
+  });
+
+  it('a daemon whose clock is a minute ahead of the database server: the clock check says so, the gauge carries it', async () => {
+    // The daemon's process reads a clock 60 s ahead (Date.now shifted by a preloaded module); the server keeps its own.
+    const pre = `${t.dataDir}-clock-ahead.mjs`;
+    writeFileSync(pre, 'const real = Date.now; Date.now = () => real() + 60_000;\n');
+    const url = await server.createDatabase('clock_ahead');
+    const dir = `${t.dataDir}-clock`;
+    const cli = cliFor(dir, { env: { NODE_SVC_STORE: url } });
+    expect((await cli('nodes', 'add', 'node-a')).code).toBe(0);
+    const shifted = await startDaemon(dir, { env: { NODE_SVC_STORE: url, NODE_OPTIONS: `--import=${pre}` } });
+    const plain = await startDaemon(`${dir}-plain`, { env: { NODE_SVC_STORE: url } });
+    try {
+      const h = await (await fetch(`${shifted.url}/healthz`)).json() as { status: string; reasons: string[]; checks: Array<{ name: string; status: string; figures: Record<string, number> }> };
+      expect(h.status).toBe('degraded');
+      const clock = h.checks.find((c) => c.name === 'clock')!;
+      expect(clock.status).toBe('degraded');
+      expect(clock.figures.offsetMs).toBeGreaterThan(59_000);
+      expect(clock.figures.offsetMs).toBeLessThan(61_000);
+      expect(h.reasons.join('\n')).toMatch(/^clock: this host's clock is 60\.\d s ahead of the database server's: .*set this host's time \(NTP\)$/m);
+      const metrics = await (await fetch(`${shifted.url}/metrics`)).text();
+      const offset = Number(/^node_svc_clock_offset_seconds (\S+)$/m.exec(metrics)?.[1]);
+      expect(offset).toBeGreaterThan(59);
+      expect(offset).toBeLessThan(61);
+      // The same database, a daemon on this host's own clock: ok.
+      const ok = await (await fetch(`${plain.url}/healthz`)).json() as { checks: Array<{ name: string; status: string; figures: Record<string, number> }> };
+      const mine = ok.checks.find((c) => c.name === 'clock')!;
+      expect(mine.status).toBe('ok');
+      expect(Math.abs(mine.figures.offsetMs!)).toBeLessThan(1000);
+    } finally {
+      await shifted.stop('SIGKILL');
+      await plain.stop('SIGKILL');
+    }
   });
 
   it('a token revoked while the LISTEN connection is cut off is refused within seconds, and the daemon listens again', async () => {
