@@ -1,6 +1,6 @@
 // The process metrics Prometheus clients export by default (prom-client's names), and node_svc_build_info:
 // read at scrape time, no dependency.
-import { readdirSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { COMMIT, VERSION } from '../version.js';
 
 const startSeconds = Math.round((Date.now() - process.uptime() * 1000) / 1000);
@@ -11,6 +11,16 @@ const line = (name: string, type: 'gauge' | 'counter', help: string, value: numb
 function openFds(): number | undefined {
   try {
     return readdirSync('/proc/self/fd').length; // Linux only; left out elsewhere
+  } catch {
+    return undefined;
+  }
+}
+
+/** The soft limit on open files (`Max open files` of /proc/self/limits); undefined where unknown or unlimited. */
+function maxFds(): number | undefined {
+  try {
+    const m = /^Max open files\s+(\d+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    return m ? Number(m[1]) : undefined;
   } catch {
     return undefined;
   }
@@ -32,5 +42,7 @@ export function renderProcessMetrics(): string {
     line('nodejs_external_memory_bytes', 'gauge', 'Node.js external memory size in bytes', mem.external),
   ];
   if (fds !== undefined) parts.push(line('process_open_fds', 'gauge', 'Number of open file descriptors', fds));
+  const max = maxFds();
+  if (max !== undefined) parts.push(line('process_max_fds', 'gauge', 'Maximum number of open file descriptors', max));
   return parts.join('\n');
 }
