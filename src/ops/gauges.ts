@@ -105,7 +105,7 @@ export function opsGauges(d: Deps): Gauge[] {
       help: 'PostgreSQL store: how far this host\'s clock is ahead of the database server\'s (negative: behind), as the clock check of /healthz read it; no sample on SQLite',
       read: async () => {
         const c = (await verdict()).checks.find((x) => x.name === 'clock');
-        return c ? (c.figures.offsetMs as number) / 1000 : [];
+        return typeof c?.figures.offsetMs === 'number' ? c.figures.offsetMs / 1000 : []; // none when the check could not read it
       },
     },
     {

@@ -119,16 +119,17 @@ export const CLOCK_SKEW_LIMIT_MS = 1000;
 
 /**
  * PostgreSQL: this host's clock against the database server's. Daemons sharing a database keep delivery leases and
- * retry times by their own clocks: one whose clock is ahead takes over deliveries other daemons have in flight once
- * it reads their leases as run out (duplicates at the receivers; the fence keeps each attempt recorded once), and one
- * behind sends retries late. SQLite: one daemon, one clock; the check does not apply.
+ * retry times by their own clocks: once two are a lease apart (the delivery timeout × 2 + 10 s), the one ahead reads
+ * the other's leases as run out and takes over its deliveries in flight (duplicates at the receivers; the fence keeps
+ * each attempt recorded once), whichever of them is off; retries go early or late by the difference. SQLite: one
+ * daemon, one clock; the check does not apply.
  */
 async function clockCheck(d: Deps): Promise<HealthCheck | undefined> {
   if (d.store.dialect !== 'postgres') return undefined;
   const { offsetMs, uncertaintyMs } = await health.clockOffset(d.store.q, d.now);
   const problems: Array<[CheckStatus, string]> = [];
   if (Math.abs(offsetMs) - uncertaintyMs > CLOCK_SKEW_LIMIT_MS)
-    problems.push(['degraded', `this host's clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs > 0 ? 'ahead of' : 'behind'} the database server's: daemons sharing the database time delivery leases and retries by their own clocks (${offsetMs > 0 ? 'this one takes over deliveries other daemons have in flight, and they are sent twice' : 'this one sends retries late'}); set this host's time (NTP)`]);
+    problems.push(['degraded', `this host's clock is ${(Math.abs(offsetMs) / 1000).toFixed(1)} s ${offsetMs > 0 ? 'ahead of' : 'behind'} the database server's: daemons sharing the database time delivery leases and retries by their own clocks, so once clocks are a lease apart (40 s by default) deliveries in flight are taken over and sent twice, and retries go early or late; set this host's time (NTP)`]);
   return check('clock', problems, { offsetMs, uncertaintyMs, limitMs: CLOCK_SKEW_LIMIT_MS });
 }
 

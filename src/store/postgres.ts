@@ -314,11 +314,18 @@ const closeAfter = (err: unknown): boolean => isConnectionError(err) || !(err in
 const isConnectionError = (err: unknown): boolean => {
   const e = err as { code?: unknown; message?: unknown };
   if (typeof e?.code === 'string' && (NET_CODES.has(e.code) || PG_UNAVAILABLE.has(e.code))) return true;
+  if (isReadOnly(err)) return true;
   // The server's own error is known by its code: its message may quote the statement's values, any words included.
   if (err instanceof pg.DatabaseError) return false;
   const m = typeof e?.message === 'string' ? e.message : '';
   return /Connection terminated|timeout exceeded when trying to connect|not queryable|Client was closed|connection error/i.test(m) || isAnswerTimeout(err);
 };
+/**
+ * 25006 read_only_sql_transaction: the server takes no writes. A standby (a failover in progress, or a name that now
+ * points at a replica), or a database set read-only. Its connection is closed rather than pooled, so the next write
+ * connects again, and reaches the new primary once the failover is done.
+ */
+const isReadOnly = (err: unknown): boolean => err instanceof pg.DatabaseError && err.code === '25006';
 /** pg's error for a statement not answered within query_timeout (PostgresStoreOptions.answerTimeoutMs). */
 const isAnswerTimeout = (err: unknown): boolean => !(err instanceof pg.DatabaseError) && (err as Error)?.message === 'Query read timeout';
 
@@ -537,6 +544,11 @@ class PgStore implements PostgresStore {
   #subscribers = new Set<(inv: Invalidation) => void>();
   #listener: Listener | undefined;
   readonly #answerMs: number;
+  /** Writes refused by a read-only server since the last commit (health: the store is down while it lasts). */
+  #writeFault: { since: number; last: number; message: string } | undefined;
+  writeFault(): { since: number; last: number; message: string } | undefined {
+    return this.#writeFault;
+  }
 
   constructor(target: Target, opts: PostgresStoreOptions) {
     this.#target = target;
@@ -606,6 +618,11 @@ class PgStore implements PostgresStore {
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
   wrap(err: unknown): unknown {
     if (err instanceof NodeSvcError) return err;
+    if (isReadOnly(err)) {
+      const message = `the database (PostgreSQL at ${this.#target.where}) takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on`;
+      this.#writeFault = { since: this.#writeFault?.since ?? Date.now(), last: Date.now(), message };
+      return unavailable(message);
+    }
     if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`);
     // 57014: canceled, here by the session's statement_timeout (answerTimeoutMs): a statement that ran or waited on a
     // lock that long. The database is there; the request can be sent again.
@@ -709,6 +726,7 @@ class PgStore implements PostgresStore {
         const res = await client.query(config);
         client.release();
         this.stats.commits++; // autocommit: a transaction of its own
+        this.#writeFault = undefined;
         this.stats.jobs++;
         return res;
       } catch (err) {
@@ -780,6 +798,7 @@ class PgStore implements PostgresStore {
         return;
       }
       this.stats.commits++;
+      this.#writeFault = undefined;
       this.stats.jobs += jobs.length;
       jobs.forEach((j, i) => {
         const a = answer(i);
@@ -811,6 +830,7 @@ class PgStore implements PostgresStore {
         try {
           const v = await this.#inTransaction('BEGIN', fn);
           this.stats.commits++;
+          this.#writeFault = undefined;
           this.stats.jobs++;
           return v;
         } catch (err) {
@@ -920,6 +940,7 @@ class PgStore implements PostgresStore {
         const res = await c.query('COMMIT');
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
         this.stats.commits++;
+        this.#writeFault = undefined;
         this.#mark++; // before anything the commit lets go on (resolved jobs, after-commit callbacks)
       }
       client.release();
@@ -929,7 +950,8 @@ class PgStore implements PostgresStore {
       for (const d of done) for (const f of d.after) f();
     } catch (err) {
       this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
-      if (client) {
+      if (client && lostConnection(err)) client.release(true); // lost, or a server that takes no writes: not pooled
+      else if (client) {
         try {
           await client.query('ROLLBACK');
           client.release();
@@ -973,6 +995,11 @@ class PgStore implements PostgresStore {
       this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
       live = false;
       began.delete(client);
+      // Lost, or on a server that takes no writes (a standby): closed, not pooled (the next write connects again).
+      if (lostConnection(err)) {
+        client.release(true);
+        throw err;
+      }
       try {
         await client.query('ROLLBACK');
         client.release();

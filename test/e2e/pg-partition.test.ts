@@ -3,7 +3,9 @@
 // own limits can tell. Found 2026-11-30 by trying it (test/helpers/tcp-freeze.ts between the real daemon and a real
 // server): a read on a connection already open waited for TCP's own timers (more than 90 s when the client gave up),
 // and once the LISTEN connection alone was cut, a token revoked through the CLI stayed accepted by the daemon for as
-// long as it ran (its remembered answer was never dropped: the notification never came).
+// long as it ran (its remembered answer was never dropped: the notification never came). And a server that takes
+// reads but no writes (a standby in a failover, a database set read-only): every write answered 500 `internal error`,
+// /healthz said the store was ok, and the pool kept its connections to that server.
 import { writeFileSync } from 'node:fs';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -25,7 +27,7 @@ const STORE_TIMEOUT_S = 2;
 
 interface Setup { url: string; proxy: FreezingProxy; d: RunningDaemon; token: string; cli: ReturnType<typeof cliFor> }
 
-describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset', () => {
+describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset, or takes no writes', () => {
   let server: PostgresServer;
   let t: TempDataDir;
   const open: Setup[] = [];
@@ -97,6 +99,41 @@ describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset', () =>
     const list = JSON.parse((await ask(s, '/v1/webhooks')).body) as { data: Array<{ url: string }> };
     // The write that answered 503 may have committed or not: its connection was cut with it. The others are there.
     expect(list.data.map((w) => w.url)).toEqual(expect.arrayContaining(['http://127.0.0.1:9/before', 'http://127.0.0.1:9/after']));
+  });
+
+  it('a server that takes no writes (a standby, a database set read-only): 503 naming it, /healthz down; writes again once it takes them, on new connections', async () => {
+    const s = await setup('read_only');
+    const post = (name: string) => ask(s, '/v1/webhooks', { method: 'POST', body: JSON.stringify({ url: `http://127.0.0.1:9/${name}` }) });
+    expect((await post('before')).status).toBe(201);
+    const admin = new pg.Client({ connectionString: s.url });
+    await admin.connect();
+    try {
+      // New sessions of this database are read-only, as a standby's are; the daemon's open ones are ended (a failover
+      // ends them too), so the ones it opens next are read-only.
+      await admin.query('ALTER DATABASE read_only SET default_transaction_read_only = on');
+      await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'read_only' AND pid <> pg_backend_pid()");
+      await waitFor(async () => (await post('probe')).status === 503, 'writes refused by the read-only server', 20_000, 200);
+      const refused = await post('during');
+      expect(refused.status, refused.body).toBe(503);
+      const body = JSON.parse(refused.body) as { code: string; detail: string };
+      expect(body.code).toBe('unavailable');
+      expect(body.detail).toMatch(/takes no writes: it is read-only \(a standby, or set so\) \(SQLSTATE 25006\); reads go on$/);
+      expect((await ask(s, '/v1/webhooks')).status).toBe(200); // reads go on
+      const hz = await fetch(`${s.d.url}/healthz`);
+      expect(hz.status).toBe(503);
+      const verdict = await hz.json() as { status: string; reasons: string[] };
+      expect(verdict.status).toBe('down');
+      expect(verdict.reasons.join('\n')).toMatch(/^store: writes fail since \S+: the database \(PostgreSQL at [^)]+\) takes no writes/m);
+      expect(s.d.stderr).not.toMatch(/unhandled error/);
+      // Writable again, and nothing ends the daemon's sessions this time: only connections closed after the refusals
+      // (not pooled) let the next write reach a session that takes it.
+      await admin.query('ALTER DATABASE read_only RESET default_transaction_read_only');
+      await waitFor(async () => (await post('after')).status === 201, 'writes taken again', 20_000, 200);
+      const hz2 = await fetch(`${s.d.url}/healthz`);
+      expect((await hz2.json() as { checks: Array<{ name: string; status: string }> }).checks.find((c) => c.name === 'store')!.status).toBe('ok');
+    } finally {
+      await admin.end();
+    }
   });
 
   it('a daemon whose clock is a minute ahead of the database server: the clock check says so, the gauge carries it', async () => {

@@ -30,6 +30,7 @@ function describe(c: Check): string {
       const money = (f.byAsset ?? []).map((a: Json) => `${a.asset}: unsettled ${formatMicro(a.unsettledMicro, a.asset)}, final ${formatMicro(a.finalMicro, a.asset)}`).join('; ');
       return `${f.inFlight} in flight, ${f.checkpointed} checkpointed, ${f.failed} failed${money ? `; ${money}` : ''}`;
     }
+    case 'clock': return typeof f.offsetMs === 'number' ? `${f.offsetMs === 0 ? 'same as' : `${(Math.abs(f.offsetMs) / 1000).toFixed(3)} s ${f.offsetMs > 0 ? 'ahead of' : 'behind'}`} the database server's (±${(f.uncertaintyMs / 1000).toFixed(3)} s)` : '-';
     case 'subscriptions': return `${f.active} active, ${f.failing} failing, ${f.disabled} disabled`;
     case 'alerts': return f.endpoints || f.failing || f.disabled ? `${plural(f.endpoints ?? 0, 'alert endpoint')}, ${f.failing} failing, ${f.disabled} disabled${f.deadDeliveries ? `, ${plural(f.deadDeliveries, 'dead delivery', 'dead deliveries')}` : ''}` : 'no alert endpoints (node-svc alerts add <url>)';
     default: return Object.entries(f).map(([k, v]) => `${k} ${typeof v === 'object' ? JSON.stringify(v) : String(v)}`).join(', ');
