@@ -618,7 +618,8 @@ class PgStore implements PostgresStore {
   /** A message-safe error: the password and URL never appear; connection failures become 503 `unavailable`. */
   wrap(err: unknown): unknown {
     if (err instanceof NodeSvcError) return err;
-    if (isReadOnly(err)) {
+    // A store opened read-only refuses writes in its sessions (default_transaction_read_only): its own error, as it is.
+    if (isReadOnly(err) && !this.#readonly) {
       const message = `the database (PostgreSQL at ${this.#target.where}) takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on`;
       this.#writeFault = { since: this.#writeFault?.since ?? Date.now(), last: Date.now(), message };
       return unavailable(message);
