@@ -4,7 +4,7 @@ import { chmodSync, closeSync, existsSync, mkdirSync, openSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
-import type { Invalidation, Params, Sql, Store } from './sql.js';
+import { faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
 
 export type Db = BetterSqlite3.Database;
 
@@ -68,8 +68,6 @@ export function storageFault(err: unknown, path: string): unknown {
   return unavailable(`the store (SQLite at ${path}) cannot do this: ${why} (${code})`);
 }
 
-/** Storage faults of write batches since the last commit: the first one's time, the latest one's, its message. */
-export interface WriteFault { since: number; last: number; message: string }
 
 type Method = 'get' | 'all' | 'run';
 function call(s: BetterSqlite3.Statement, m: Method, p: Params | undefined): unknown {
@@ -167,7 +165,7 @@ export class WriteQueue {
       } catch (err) {
         if (db.inTransaction) db.exec('ROLLBACK');
         const e = storageFault(err, db.name);
-        if (e !== err) this.fault = { since: this.fault?.since ?? Date.now(), last: Date.now(), message: (e as Error).message };
+        if (e !== err) this.fault = faultAgain(this.fault, (e as Error).message);
         for (const j of jobs) j.reject(e); // nothing of the batch is on disk
         return;
       }

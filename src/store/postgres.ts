@@ -7,7 +7,7 @@ import { isIP } from 'node:net';
 import pg from 'pg';
 import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
-import type { Invalidation, Params, Sql, Store } from './sql.js';
+import { faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
 
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
@@ -545,9 +545,14 @@ class PgStore implements PostgresStore {
   #listener: Listener | undefined;
   readonly #answerMs: number;
   /** Writes refused by a read-only server since the last commit (health: the store is down while it lasts). */
-  #writeFault: { since: number; last: number; message: string } | undefined;
-  writeFault(): { since: number; last: number; message: string } | undefined {
+  #writeFault: WriteFault | undefined;
+  writeFault(): WriteFault | undefined {
     return this.#writeFault;
+  }
+  /** A transaction committed: counted, and whatever refused writes before is over. */
+  #committed(): void {
+    this.stats.commits++;
+    this.#writeFault = undefined;
   }
 
   constructor(target: Target, opts: PostgresStoreOptions) {
@@ -621,7 +626,7 @@ class PgStore implements PostgresStore {
     // A store opened read-only refuses writes in its sessions (default_transaction_read_only): its own error, as it is.
     if (isReadOnly(err) && !this.#readonly) {
       const message = `the database (PostgreSQL at ${this.#target.where}) takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on`;
-      this.#writeFault = { since: this.#writeFault?.since ?? Date.now(), last: Date.now(), message };
+      this.#writeFault = faultAgain(this.#writeFault, message);
       return unavailable(message);
     }
     if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`);
@@ -726,8 +731,7 @@ class PgStore implements PostgresStore {
         corkUntil(client, process.nextTick);
         const res = await client.query(config);
         client.release();
-        this.stats.commits++; // autocommit: a transaction of its own
-        this.#writeFault = undefined;
+        this.#committed(); // autocommit: a transaction of its own
         this.stats.jobs++;
         return res;
       } catch (err) {
@@ -798,8 +802,7 @@ class PgStore implements PostgresStore {
         this.stats.rolledBack++;
         return;
       }
-      this.stats.commits++;
-      this.#writeFault = undefined;
+      this.#committed();
       this.stats.jobs += jobs.length;
       jobs.forEach((j, i) => {
         const a = answer(i);
@@ -830,8 +833,7 @@ class PgStore implements PostgresStore {
       for (let attempt = 1; ; attempt++) {
         try {
           const v = await this.#inTransaction('BEGIN', fn);
-          this.stats.commits++;
-          this.#writeFault = undefined;
+          this.#committed();
           this.stats.jobs++;
           return v;
         } catch (err) {
@@ -940,8 +942,7 @@ class PgStore implements PostgresStore {
       if (begun) {
         const res = await c.query('COMMIT');
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
-        this.stats.commits++;
-        this.#writeFault = undefined;
+        this.#committed();
         this.#mark++; // before anything the commit lets go on (resolved jobs, after-commit callbacks)
       }
       client.release();

@@ -69,7 +69,7 @@ export interface Store {
    * last commit; /healthz reports the store down while the latest is under a minute old. PostgreSQL: none (a failed write there
    * fails the connection or the statement, and the ping sees the server).
    */
-  writeFault?(): { since: number; last: number; message: string } | undefined;
+  writeFault?(): WriteFault | undefined;
   /** Tell every daemon on this store (this one included, after the commit) that `inv.key` changed. Call inside write(). */
   invalidate(tx: Sql, inv: Invalidation): Promise<void>;
   /** Receive invalidations (PostgreSQL: LISTEN, from any daemon; SQLite: this process's own). Returns unsubscribe. */
@@ -106,3 +106,9 @@ export const forUpdate = (q: Sql, alias?: string) => (q.dialect === 'postgres' ?
  * group commit (it may take several).
  */
 export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.autocommit ? fn(store.autocommit) : store.write(fn));
+
+/** Writes failing since the last commit for a reason of the store's, not the statement's: the first failure's time, the latest one's, its message. */
+export interface WriteFault { since: number; last: number; message: string }
+
+/** `prev` with one more failure (its start kept): what both stores record when a write fails so. */
+export const faultAgain = (prev: WriteFault | undefined, message: string, now = Date.now()): WriteFault => ({ since: prev?.since ?? now, last: now, message });
