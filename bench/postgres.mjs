@@ -425,10 +425,10 @@ async function cannon(label, url, connections, request, seconds) {
 async function statements(label, n, unit) {
   if (!su) return;
   const st = (await su.query(`SELECT calls, total_exec_time, query FROM pg_stat_statements
-    WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = 'node_svc') AND dbid = (SELECT oid FROM pg_database WHERE datname = 'nsvc_bench') ORDER BY calls DESC`)).rows;
+    WHERE userid = (SELECT oid FROM pg_roles WHERE rolname = 'node_svc') AND dbid = (SELECT oid FROM pg_database WHERE datname = 'nsvc_bench') ORDER BY total_exec_time DESC`)).rows;
   const calls = st.reduce((x, r) => x + Number(r.calls), 0);
   const ms = st.reduce((x, r) => x + Number(r.total_exec_time), 0);
-  console.error(`  [statements] ${label}: ${(calls / n).toFixed(2)} statements per ${unit}, ${((ms / n) * 1000).toFixed(0)} µs executing in the server per ${unit}; the most frequent:`);
+  console.error(`  [statements] ${label}: ${(calls / n).toFixed(2)} statements per ${unit}, ${((ms / n) * 1000).toFixed(0)} µs executing in the server per ${unit} (a statement a trigger runs counts in its own line and in its caller's); the costliest:`);
   for (const r of st.slice(0, 16)) console.error(`    ${(Number(r.calls) / n).toFixed(3).padStart(8)}/${unit}  ${((Number(r.total_exec_time) / n) * 1000).toFixed(1).padStart(6)} µs  ${r.query.replace(/\s+/g, ' ').slice(0, 140)}`);
 }
 

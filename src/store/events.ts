@@ -6,7 +6,7 @@ const FAN_OUT_IDS = 8;
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import type { Sql } from './sql.js';
-import { deliveries, matches, subscriptions } from './webhooks.js';
+import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
 const wakers = new Set<() => void>();
@@ -44,14 +44,17 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   if (tx.dialect === 'postgres') {
     // One statement, one round trip: the event, and its delivery to each active subscription of the node that takes
     // its kind (matches(), in SQL: the kind in the subscription's schema version, and in its events list, a JSON array
-    // of kind names or '*'), ids made here. Past FAN_OUT_IDS subscriptions the rest are inserted below.
+    // of kind names or '*'), ids made here, and their count (countInserted). Past FAN_OUT_IDS subscriptions the rest
+    // are inserted below.
     const ids = Array.from({ length: FAN_OUT_IDS }, () => newId('dlv'));
     const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null; matched: number }>(
       `WITH e AS (${insert}),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
           WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
-          SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS})
+          SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS}
+          RETURNING subscription_id),
+        c AS (${countInserted('d')})
       SELECT e.seq, s.id AS subscription, s.k, (SELECT COUNT(*) FROM s) AS matched FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
       { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids });
     seq = Number(rows[0]!.seq);

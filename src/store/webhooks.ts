@@ -67,10 +67,22 @@ export function matches(sub: Pick<SubscriptionRow, 'events' | 'schema_version'>,
 /** `?, ?, ?` for a list of n values (an IN list both dialects read). */
 export const placeholders = (n: number) => new Array(n).fill('?').join(', ');
 
+/**
+ * PostgreSQL: the count of new pending deliveries (delivery_counts, in the session's counter slot), for the statement
+ * that inserts them: `inserted` names its CTE `INSERT INTO deliveries … RETURNING subscription_id`. node-svc's
+ * sessions say that they count their inserts so (migration 0230), and the trigger skips them: every INSERT INTO
+ * deliveries of node-svc's own must count this way (there are two: here and store/events.ts recordEvent's fan-out).
+ */
+export const countInserted = (inserted: string) => `INSERT INTO delivery_counts(subscription_id, state, slot, n)
+  SELECT subscription_id, 'pending', node_svc_counter_slot(), COUNT(*) FROM ${inserted} GROUP BY subscription_id ORDER BY subscription_id
+  ON CONFLICT(subscription_id, state, slot) DO UPDATE SET n = delivery_counts.n + EXCLUDED.n`;
+
 export const deliveries = {
   insert: async (q: Sql, eventSeq: number, subscriptionId: string, now: number, redelivery = false) => {
     const id = newId('dlv');
-    await q.run("INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES (?, ?, ?, 'pending', ?, ?, ?)",
+    const insert = "INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES (?, ?, ?, 'pending', ?, ?, ?)";
+    // SQLite counts it by trigger (one writer: a b-tree step); PostgreSQL in the same statement (countInserted).
+    await q.run(q.dialect === 'postgres' ? `WITH d AS (${insert} RETURNING subscription_id) ${countInserted('d')}` : insert,
       [id, eventSeq, subscriptionId, now, now, redelivery ? 1 : 0]);
     return id;
   },

@@ -14,7 +14,7 @@ import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
 import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
-import { claimDue, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
+import { claimDue, deliveries, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
@@ -218,43 +218,70 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(s.changeMark()).toBeGreaterThan(m);
     });
 
-    it('runs the writes that find every connection busy together: one transaction and one commit, a savepoint each; a job that fails fails alone', async () => {
+    it('runs the writes that find every connection busy together: one transaction and one commit; a job that fails fails alone (first without savepoints: the batch again job by job; then a savepoint each)', async () => {
       const s = await openAt(await freshDb(), { poolSize: 2 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
-      const before = { ...s.stats };
-      // Two writes hold both connections, so the next ones wait for one and then run as a batch.
-      let release!: () => void;
-      const held = new Promise<void>((r) => { release = r; });
-      const holders = [100, 101].map((id) => s.write(async (tx) => {
-        await tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
-        await held; // (a test only: a write must await nothing but tx)
-      }));
       const boom = new Error('job B changed its mind');
       const insert = (id: number) => (tx: Sql) => tx.run('INSERT INTO w(id, tx) VALUES (?, txid_current()::text)', [id]);
-      const queued = [
-        s.write(insert(1)),
-        s.write(async (tx) => { await insert(2)(tx); throw boom; }),
-        s.write(insert(1)), // duplicate key: run again alone after the batch, where it fails as it always would
-        s.write(async (tx) => { await insert(3)(tx); await insert(1)(tx).catch(() => {}); return 'pretended'; }), // swallowed
-        s.write(insert(4)),
-        // Jobs run in order, each seeing those before it as committed: 1 and 4, not 2 or 3.
-        s.write((tx) => tx.value<number>('SELECT COUNT(*) FROM w WHERE id < 10')),
-      ];
+      // Two writes hold both connections, so the next ones wait for one and then run as a batch. Ids from `at` up.
+      const round = async (at: number) => {
+        const before = { ...s.stats };
+        const held = gate();
+        const holders = [at + 100, at + 101].map((id) => s.write(async (tx) => {
+          await insert(id)(tx);
+          await held.p; // (a test only: a write must await nothing but tx)
+        }));
+        const queued = [
+          s.write(insert(at + 1)),
+          s.write(async (tx) => { await insert(at + 2)(tx); throw boom; }),
+          s.write(insert(at + 1)), // duplicate key: it fails as it always would
+          s.write(async (tx) => { await insert(at + 3)(tx); await insert(at + 1)(tx).catch(() => {}); return 'pretended'; }), // swallowed
+          s.write(insert(at + 4)),
+          // Jobs run in order, each seeing those before it as committed: 1 and 4, not 2 or 3.
+          s.write((tx) => tx.value<number>('SELECT COUNT(*) FROM w WHERE id > ? AND id < ?', [at, at + 10])),
+        ];
+        await sleep(50);
+        expect(await s.q.value('SELECT COUNT(*) FROM w WHERE id > ?', [at])).toBe(0); // nothing committed while both are held
+        held.open();
+        await Promise.all(holders);
+        const settled = await Promise.allSettled(queued);
+        // The same answers either way: each what it would have been alone.
+        expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled', 'fulfilled']);
+        expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
+        expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
+        expect((settled[5] as PromiseFulfilledResult<number>).value).toBe(2);
+        const rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w WHERE id > ? ORDER BY id', [at]);
+        expect(rows.map((r) => r.id)).toEqual([at + 1, at + 4, at + 100, at + 101]);
+        return { rows, commits: s.stats.commits - before.commits, jobs: s.stats.jobs - before.jobs, rolledBack: s.stats.rolledBack - before.rolledBack };
+      };
+      // A fresh store batches without savepoints: job B's throw rolls the batch back (1 is not kept), and every job
+      // runs again in a transaction of its own.
+      const first = await round(0);
+      expect(first.rolledBack).toBe(1);
+      expect(new Set(first.rows.map((r) => r.tx)).size).toBe(4); // 1 and 4 each alone, the two held
+      expect(first.commits).toBe(2 + 3); // the two held; 1, 4 and the count alone
+      // Right after, a savepoint each: the batch commits once, the failing jobs fail alone.
+      const second = await round(1000);
+      expect(second.rolledBack).toBe(0);
+      expect(second.rows[0]!.tx).toBe(second.rows[1]!.tx); // one transaction for the batch
+      expect(new Set(second.rows.map((r) => r.tx)).size).toBe(3);
+      expect(second.commits).toBe(3); // the two held, the batch
+      expect(second.jobs).toBe(5);
+    });
+
+    it('a batch of jobs that all succeed commits once without savepoints (none sent)', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      const held = gate();
+      const holder = s.write(async (tx) => { await tx.run('INSERT INTO w(id) VALUES (100)'); await held.p; });
+      // A savepoint that writes gives its rows an xmin of its own (its subtransaction's id): one xmin, no savepoints.
+      const queued = [1, 2, 3, 4].map((id) => s.write((tx) => tx.run('INSERT INTO w(id) VALUES (?)', [id])));
       await sleep(50);
-      expect(await s.q.value('SELECT COUNT(*) FROM w')).toBe(0); // nothing committed while both are held
-      release();
-      await Promise.all(holders);
-      const settled = await Promise.allSettled(queued);
-      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'rejected', 'rejected', 'fulfilled', 'fulfilled']);
-      expect((settled[1] as PromiseRejectedResult).reason).toBe(boom);
-      expect(String((settled[2] as PromiseRejectedResult).reason)).toMatch(/duplicate key/);
-      expect((settled[5] as PromiseFulfilledResult<number>).value).toBe(2);
-      const rows = await s.q.all<{ id: number; tx: string }>('SELECT id, tx FROM w ORDER BY id');
-      expect(rows.map((r) => r.id)).toEqual([1, 4, 100, 101]);
-      expect(rows[0]!.tx).toBe(rows[1]!.tx); // one transaction for the batch
-      expect(new Set(rows.map((r) => r.tx)).size).toBe(3);
-      expect(s.stats.commits - before.commits).toBe(3); // the two held, the batch
-      expect(s.stats.jobs - before.jobs).toBe(5);
+      held.open();
+      await holder;
+      await Promise.all(queued);
+      const xmins = await s.q.all<{ x: string }>('SELECT DISTINCT CAST(xmin AS TEXT) AS x FROM w WHERE id < 100');
+      expect(xmins).toHaveLength(1); // one transaction, no subtransaction of its own per job
     });
 
     it('lone statements (writeOne, q.run) that find every connection busy go together: one transaction sent at once, one commit, each its own answer', async () => {
@@ -796,7 +823,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const url = await freshDb();
       const s = await openAt(url);
       expect(await s.q.all('SELECT version FROM node_svc_schema')).toEqual([{ version: LATEST }]);
-      expect(LATEST).toBe(220);
+      expect(LATEST).toBe(230);
+      // 0230: the insert trigger counts only for sessions that do not count their inserts themselves.
+      expect(await s.q.value("SELECT pg_get_triggerdef(oid) FROM pg_trigger WHERE tgname = 'deliveries_count_insert'")).toMatch(/WHEN \(\(current_setting\('node_svc\.inline_counts'::text, true\) IS DISTINCT FROM 'on'::text\)\)/);
+      expect(await s.q.value("SELECT current_setting('node_svc.inline_counts', true)")).toBe('on');
       // 0220: delivery counts kept once per statement, from its transition tables.
       expect(await s.q.all("SELECT tgname FROM pg_trigger WHERE tgrelid = 'deliveries'::regclass AND tgname LIKE 'deliveries_count_%' AND tgtype & 1 = 0 ORDER BY 1")).toEqual(
         [{ tgname: 'deliveries_count_delete' }, { tgname: 'deliveries_count_insert' }, { tgname: 'deliveries_count_update' }]);
@@ -820,8 +850,9 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await again.q.value("SELECT COUNT(*) FROM nodes WHERE id != '@operator'")).toBe(1); // (@operator: the owner of alert endpoints, migration 0150)
     });
 
-    it('keep the delivery counts per statement (0220): a fan-out, a claim, a batch of attempts and a delete of several rows each add up', async () => {
-      const s = await openAt(await freshDb());
+    it('keep the delivery counts per statement (0220): a fan-out, a claim, a batch of attempts and a delete of several rows each add up; node-svc counts its own inserts in their statement (0230)', async () => {
+      const url = await freshDb();
+      const s = await openAt(url);
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n', 1)");
       for (const id of ['sa', 'sb']) {
         await s.q.run("INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at) VALUES (?, 'n', 'https://r.example/', '*', '1.1.0', 'active', 'k', 1, 1)", [id]);
@@ -830,7 +861,15 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       const kept = async () => Object.fromEntries((await s.q.all<{ k: string; n: number }>(
         "SELECT subscription_id || ' ' || state AS k, CAST(SUM(n) AS INTEGER) AS n FROM delivery_counts GROUP BY subscription_id, state HAVING SUM(n) != 0")).map((r) => [r.k, r.n]));
       const row = (id: string, sub: string) => `('${id}', ${seq}, '${sub}', 'pending', 1, 1, 0)`;
-      await s.q.run(`INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES ${[row('d1', 'sa'), row('d2', 'sa'), row('d3', 'sb'), row('d4', 'sb'), row('d5', 'sb')].join(', ')}`);
+      // Rows inserted by a session that does not count its inserts itself (psql, a tool, a daemon of the release before
+      // 0230): the trigger counts them.
+      const other = new pg.Client({ connectionString: url });
+      await other.connect();
+      try {
+        await other.query(`INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery) VALUES ${[row('d1', 'sa'), row('d2', 'sa'), row('d3', 'sb'), row('d4', 'sb'), row('d5', 'sb')].join(', ')}`);
+      } finally {
+        await other.end();
+      }
       expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 3 });
       await s.q.run("UPDATE deliveries SET attempts = attempts + 1, next_attempt_at = 5 WHERE subscription_id = 'sb'"); // a claim: no state moves
       expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 3 });
@@ -844,6 +883,19 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await kept()).toEqual({ 'sa delivered': 1, 'sa pending': 1, 'sb dead': 1, 'sb retrying': 1, 'sb delivered': 1 });
       await s.q.run("DELETE FROM deliveries WHERE id IN ('d1', 'd2', 'd4')");
       expect(await kept()).toEqual({ 'sb dead': 1, 'sb retrying': 1 });
+      // node-svc's own inserts, in its sessions (which skip the trigger): an event's fan-out to both subscriptions and
+      // a lone delivery (a redelivery), each counted once, by its own statement.
+      await s.write((tx) => recordEvent(tx, 'n', 'budget.halted', 'r2', { budget: 'b', reason: 'anomaly' }));
+      await s.write((tx) => deliveries.insert(tx, seq, 'sa', 2, true));
+      expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 1, 'sb dead': 1, 'sb retrying': 1 });
+      // Past 8 subscriptions a fan-out inserts the rest one by one (deliveries.insert): each counted once too.
+      for (let i = 0; i < 9; i++) {
+        await s.q.run("INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at) VALUES (?, 'n', 'https://r.example/', '*', '1.1.0', 'active', 'k', 1, 1)", [`sx${i}`]);
+      }
+      await s.write((tx) => recordEvent(tx, 'n', 'budget.halted', 'r3', { budget: 'b', reason: 'anomaly' }));
+      const counts = await kept();
+      expect([counts['sa pending'], counts['sb pending'], ...Array.from({ length: 9 }, (_, i) => counts[`sx${i} pending`])]).toEqual([3, 2, 1, 1, 1, 1, 1, 1, 1, 1, 1]);
+      expect(await s.q.value("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'")).toBe(15); // d5 (retrying) and the 14 new ones
     });
 
     it('give each session a counter slot of its own (0220): distinct while they live, kept across a rollback, free again when one ends', async () => {

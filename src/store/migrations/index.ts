@@ -21,6 +21,7 @@ import m0190 from './0190-delivery-write-cost.js';
 import m0200 from './0200-one-body-per-event.js';
 import m0210 from './0210-no-due-index.js';
 import m0220 from './0220-statement-counts.js';
+import m0230 from './0230-inline-insert-counts.js';
 
 export interface Migration {
   version: number;
@@ -35,4 +36,4 @@ export interface Migration {
 }
 
 /** In order, steps of 10 (Signal's habit) so a fix can slot in between. */
-export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050, m0060, m0070, m0080, m0090, m0100, m0110, m0120, m0130, m0140, m0150, m0160, m0170, m0180, m0190, m0200, m0210, m0220];
+export const MIGRATIONS: Migration[] = [m0010, m0020, m0030, m0040, m0050, m0060, m0070, m0080, m0090, m0100, m0110, m0120, m0130, m0140, m0150, m0160, m0170, m0180, m0190, m0200, m0210, m0220, m0230];
