@@ -297,40 +297,52 @@ export class Settler {
   /** Record what the rail said of a sent settlement, with its events, in one fenced write. */
   async #confirm(s: SettlementRow, st: SettlementState, row: StreamRow, now: number, data: (reference: string) => Record<string, unknown>, recordEvent: RecordEvent): Promise<void> {
     await this.#fenced(async (db) => {
+      // What this process remembers, counts and logs of the write happens once it has committed: a write that is
+      // rolled back and run again (a deadlock; on PostgreSQL, a batch another job failed) must not count twice, nor
+      // remember a stuck warning whose alert was rolled back.
+      const committed = (f: () => void) => (db.afterCommit ? db.afterCommit(f) : f());
       const ref = s.reference!;
       if (st.state === 'failed') {
-        this.#failed(s.node_id, s.stream);
-        metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
         await settlements.failed(db, s.id, st.error);
-        log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
         await this.#alertFailed(db, s, row.asset, st.error, now);
+        committed(() => {
+          this.#failed(s.node_id, s.stream);
+          metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
+          log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
+        });
       } else if (st.state === 'submitted') {
         if (s.status === 'checkpointed') await settlements.backToSubmitted(db, s.id, st.note ?? 'reorged out; resent');
         if (st.rebroadcast) {
           await settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
-          metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
-          log.info('settlement rebroadcast', { settlement: s.id, stream: s.stream, reference: st.rebroadcast.reference, note: st.rebroadcast.note });
+          const again = st.rebroadcast;
+          committed(() => {
+            metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
+            log.info('settlement rebroadcast', { settlement: s.id, stream: s.stream, reference: again.reference, note: again.note });
+          });
         } else if (st.note && st.note !== s.error) await settlements.note(db, s.id, st.note);
         const sentAt = Number(s.submitted_at ?? s.created_at);
         if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
-          this.#warnedStuck.add(s.id);
+          committed(() => this.#warnedStuck.add(s.id));
           await raiseAlert(db, { key: settlementKey(s.node_id, s.stream), kind: 'settlement.stuck', node: s.node_id, ref: `stream:${s.stream}`, now, data: {
             ...settlementSubject(s, row.asset, this.rail.mode), reference: st.rebroadcast?.reference ?? s.reference, sentAt: iso(sentAt),
             stuckAfterSeconds: Math.round(this.policy.stuckAfterMs / 1000), broadcasts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
           } });
-          log.warn('settlement stuck: sent but not mined', {
+          const stuck = {
             settlement: s.id, stream: s.stream, amountMicro: s.amount_micro.toString(), reference: st.rebroadcast?.reference ?? s.reference,
             sentSecondsAgo: Math.round((now - sentAt) / 1000), attempts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
-          });
+          };
+          committed(() => log.warn('settlement stuck: sent but not mined', stuck));
         }
       } else if (st.state === 'checkpointed' || st.state === 'final') {
         if (s.status === 'pending' || s.status === 'submitted') {
-          this.#backoff.delete(`${s.node_id}\0${s.stream}`);
-          this.#warnedStuck.delete(s.id);
+          committed(() => {
+            this.#backoff.delete(`${s.node_id}\0${s.stream}`);
+            this.#warnedStuck.delete(s.id);
+            metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
+          });
           await settlements.checkpointed(db, s.id, st.state === 'checkpointed' ? (st.block ?? null) : s.block_number, now);
           for (const extra of this.rail.onCheckpoint?.(s) ?? []) await recordEvent(db, s.node_id, extra.type, `stream:${row.id}`, data(extra.reference), now);
           await frontier.checkpointed(db, s.node_id, s.stream, s.amount_micro, ref, now);
-          metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
           await recoverAlert(db, { key: settlementKey(s.node_id, s.stream), from: ['settlement.stuck', 'settlement.failed'], kind: 'settlement.recovered', ref: `stream:${s.stream}`, now,
             data: (was) => ({ ...settlementSubject(s, row.asset, this.rail.mode), reference: ref, recovered: was.kind, since: iso(was.since), checkpointedAt: iso(now) }) });
           await recordEvent(db, s.node_id, 'settlement.checkpointed', `stream:${row.id}`, data(ref), now);
@@ -340,7 +352,7 @@ export class Settler {
           const finalRef = st.proof?.rail === 'escrow' ? st.proof.txHash : ref;
           await settlements.final(db, s.id, now);
           await frontier.final(db, s.node_id, s.stream, s.amount_micro, finalRef, now);
-          metrics.settlements.inc({ rail: this.rail.mode, state: 'final' });
+          committed(() => metrics.settlements.inc({ rail: this.rail.mode, state: 'final' }));
           // The signed receipt travels in the event (an additive field) and stays readable at GET /v1/streams/{id}/receipt.
           const receipt = st.proof
             ? await issueReceipt(db, { jti: s.id, node: s.node_id, stream: row.id, asset: row.asset, amountMicro: s.amount_micro, finalAt: now, reference: st.proof }, now)

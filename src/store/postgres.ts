@@ -371,8 +371,15 @@ export const SAVEPOINTS_HOLD_MS = 10_000;
 /** #runBatch: a job failed in a batch without savepoints (every job of it runs again alone). */
 const BATCH_ROLLED_BACK = new Error('batch rolled back');
 /** A deadlock or a serialization failure: the write runs again in a new transaction. */
+/**
+ * The 503s PgStore.wrap() made of what the connection or the server said (lost, no answer, a statement canceled by its
+ * timeout, a server that takes no writes): a job's own 503 (a rail that cannot confirm funding) says nothing of the
+ * connection, and is not one of them.
+ */
+const fromConnection = new WeakSet<object>();
+const markConnection = (e: NodeSvcError): NodeSvcError => (fromConnection.add(e), e);
 /** The database cannot be used on this connection (its error, or the 503 wrap() made of one). */
-const lostConnection = (err: unknown) => isConnectionError(err) || (err instanceof NodeSvcError && err.code === 'unavailable');
+const lostConnection = (err: unknown) => isConnectionError(err) || (err instanceof NodeSvcError && fromConnection.has(err));
 const isRetryable = (err: unknown) => {
   const code = (err as { code?: unknown })?.code;
   return code === '40P01' || code === '40001';
@@ -581,8 +588,9 @@ class PgStore implements PostgresStore {
       statement_timeout: this.#answerMs,
       query_timeout: this.#answerMs + ANSWER_GRACE_MS,
       // A read-only store (admin reads) cannot write by mistake: every session refuses writes. Every session counts
-      // the deliveries it inserts in the same statement (migration 0230; store/webhooks.ts countNewDelivery).
-      options: `${opts.readonly ? '-c default_transaction_read_only=on ' : ''}-c ${INLINE_COUNTS}=on`,
+      // the deliveries it inserts in the same statement (migration 0230; store/webhooks.ts countInserted).
+      // PGOPTIONS, which pg reads only when no options are given, is kept after ours.
+      options: [opts.readonly ? '-c default_transaction_read_only=on' : '', `-c ${INLINE_COUNTS}=on`, process.env.PGOPTIONS ?? ''].filter(Boolean).join(' '),
     };
     this.#pool = new pg.Pool({
       ...session,
@@ -615,7 +623,7 @@ class PgStore implements PostgresStore {
     }, () => true);
     // Reads go through a few shared pipelined connections (Pipelines).
     this.#reads = new Pipelines(session as pg.ClientConfig, READ_CONNECTIONS, (err) => {
-      throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`);
+      throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`));
     }, () => (this.#pool.idleCount > 0 ? this.#pool.connect() : undefined), opts.readsPerConnection ?? 8);
     const reads = this.#sql({ query: (config) => this.#reads.query(config) }, () => true);
     this.q = { ...reads, run: this.autocommit.run };
@@ -635,14 +643,14 @@ class PgStore implements PostgresStore {
     if (isReadOnly(err) && !this.#readonly) {
       const message = `the database (PostgreSQL at ${this.#target.where}) takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on`;
       this.#writeFault = faultAgain(this.#writeFault, message);
-      return unavailable(message);
+      return markConnection(unavailable(message));
     }
-    if (isAnswerTimeout(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`);
+    if (isAnswerTimeout(err)) return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`));
     // 57014: canceled, here by the session's statement_timeout (answerTimeoutMs): a statement that ran or waited on a
     // lock that long. The database is there; the request can be sent again.
     if (err instanceof pg.DatabaseError && err.code === '57014')
-      return unavailable(`the database (PostgreSQL at ${this.#target.where}) did not finish a statement within ${this.#answerMs / 1000} s (statement_timeout); nothing of it was applied`);
-    if (isConnectionError(err)) return unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`);
+      return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not finish a statement within ${this.#answerMs / 1000} s (statement_timeout); nothing of it was applied`));
+    if (isConnectionError(err)) return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`));
     const e = err as Error & { detail?: unknown; where?: unknown };
     if (e && typeof e.message === 'string') {
       const clean = this.redact(e.message);
@@ -706,7 +714,7 @@ class PgStore implements PostgresStore {
       // 'connect' handler gave it only hears it.
       return await this.#pool.connect();
     } catch (err) {
-      throw unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message ?? String(err))}`);
+      throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message ?? String(err))}`));
     }
   }
 
@@ -801,7 +809,7 @@ class PgStore implements PostgresStore {
       // commit record, a protocol error) leaves the outcome unknown: every statement fails (503), none runs again.
       if (commit.status === 'rejected' && !rolledBackBy(commit.reason)) {
         const why = this.redact((commit.reason as Error)?.message ?? String(commit.reason));
-        throw unavailable(`the database (PostgreSQL at ${this.#target.where}) did not say whether a COMMIT took effect: ${why}`);
+        throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not say whether a COMMIT took effect: ${why}`));
       }
       client.release(out.some((o) => o.status === 'rejected' && closeAfter(o.reason)));
       client = undefined;
@@ -938,14 +946,17 @@ class PgStore implements PostgresStore {
           live = false;
           thrown = { err };
         }
+        // A job that threw before any statement of its own has nothing to undo: it fails alone, with its error.
+        if (thrown && !sent) { job.reject(this.wrap(thrown.err)); continue; }
         // The job failed: back to its savepoint. It fails alone with its own error when none of its statements
-        // failed (it threw); else it runs again alone after the batch.
+        // failed (it threw); else it runs again alone after the batch. Failures keep the batches after them on
+        // savepoints for SAVEPOINTS_HOLD_MS.
         try {
           if (thrown && lostConnection(thrown.err)) throw thrown.err;
+          this.#savepointsUntil = Date.now() + SAVEPOINTS_HOLD_MS;
           if (!guarded) {
             // No savepoint to go back to: the batch is rolled back (the catch below) and each of its jobs runs again
-            // alone; the batches after it take savepoints for a while.
-            this.#savepointsUntil = Date.now() + SAVEPOINTS_HOLD_MS;
+            // alone.
             this.stats.rolledBack++;
             again.push(...done.splice(0).map((d) => d.job), ...jobs.slice(jobs.indexOf(job)));
             throw BATCH_ROLLED_BACK;
@@ -990,8 +1001,12 @@ class PgStore implements PostgresStore {
       for (const job of jobs) if (!again.includes(job)) job.reject(e);
     } finally {
       this.#running--;
-      // One after another, in the batch's order: each sees the ones before it, as it did in the batch.
-      if (again.length) void (async () => { for (const job of again) await this.#runWrite(job.fn).then(job.resolve, job.reject); })();
+      // One after another, in the batch's order (not the order they failed in): each sees the ones before it, as it
+      // did in the batch.
+      if (again.length) {
+        const rerun = jobs.filter((j) => again.includes(j));
+        void (async () => { for (const job of rerun) await this.#runWrite(job.fn).then(job.resolve, job.reject); })();
+      }
       this.#drain();
     }
   }
@@ -1285,6 +1300,12 @@ export async function openPostgresStore(url: string, opts: PostgresStoreOptions)
   const store = new PgStore(target, opts);
   try {
     await store.migrate(!!opts.readonly);
+    // The deliveries this store inserts are counted by its own statements, and skipped by the trigger, only while its
+    // sessions say so (migration 0230): a session without the setting (a connection pooler that dropped the startup
+    // options) would count each twice. Refused by name instead.
+    if (!opts.readonly && (await store.autocommit!.value<string | null>(`SELECT current_setting('${INLINE_COUNTS}', true)`)) !== 'on')
+      throw new NodeSvcError('config', `the database session lost the setting ${INLINE_COUNTS} that node-svc sends when it connects (startup option "-c ${INLINE_COUNTS}=on")`,
+        { hint: 'connect to PostgreSQL directly, or let the connection pooler pass the startup parameter "options" through' });
   } catch (err) {
     await store.close().catch(() => {});
     throw err;

@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { connect, createServer, type AddressInfo } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
-import { NodeSvcError } from '../../src/domain/errors.js';
+import { NodeSvcError, unavailable } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
@@ -267,6 +267,47 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(new Set(second.rows.map((r) => r.tx)).size).toBe(3);
       expect(second.commits).toBe(3); // the two held, the batch
       expect(second.jobs).toBe(5);
+    });
+
+    it('a batch without savepoints: a job that throws before any statement fails alone; a job\'s own 503 rolls the batch back like any throw (the connection kept); after-commit callbacks run once, after the commit that kept them', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      const insert = (id: number) => (tx: Sql) => tx.run('INSERT INTO w(id) VALUES (?)', [id]);
+      const hold = async () => {
+        const held = gate();
+        const holder = s.write(async (tx) => { await tx.value('SELECT 1'); await held.p; });
+        await sleep(20);
+        return async () => { held.open(); await holder; };
+      };
+      // 1. A throw before any statement: nothing to undo, the batch goes on and commits once.
+      let before = { ...s.stats };
+      let open = await hold();
+      const early = new Error('refused before any statement');
+      let queued = [s.write(insert(1)), s.write(async () => { throw early; }), s.write(insert(2))];
+      await open();
+      let settled = await Promise.allSettled(queued);
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect((settled[1] as PromiseRejectedResult).reason).toBe(early);
+      expect(s.stats.rolledBack - before.rolledBack).toBe(0);
+      expect(s.stats.commits - before.commits).toBe(2); // the holder, the batch
+      // 2. A job's own 503 (a rail that cannot confirm funding) after a statement: the batch is rolled back and each
+      // job runs alone, as for any throw; it is not taken for a lost connection.
+      before = { ...s.stats };
+      open = await hold();
+      const ran: number[] = [];
+      const own = unavailable('the rail cannot confirm the funding now');
+      queued = [
+        s.write(async (tx) => { await insert(3)(tx); tx.afterCommit!(() => ran.push(3)); }),
+        s.write(async (tx) => { await insert(4)(tx); tx.afterCommit!(() => ran.push(4)); throw own; }),
+        s.write(async (tx) => { await insert(5)(tx); tx.afterCommit!(() => ran.push(5)); }),
+      ];
+      await open();
+      settled = await Promise.allSettled(queued);
+      expect(settled.map((r) => r.status)).toEqual(['fulfilled', 'rejected', 'fulfilled']);
+      expect((settled[1] as PromiseRejectedResult).reason).toBe(own);
+      expect(s.stats.rolledBack - before.rolledBack).toBe(1); // the batch's rollback, not a lost connection's path
+      expect(ran).toEqual([3, 5]); // once each, after the commits that kept them; never for 4
+      expect((await s.q.all<{ id: number }>('SELECT id FROM w ORDER BY id')).map((r) => Number(r.id))).toEqual([1, 2, 3, 5]);
     });
 
     it('a batch of jobs that all succeed commits once without savepoints (none sent)', async () => {
