@@ -6,7 +6,7 @@ import { log } from '../log.js';
 import { metrics } from '../ops/metrics.js';
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
-import type { Sql, Store } from '../store/sql.js';
+import { onCommit, type Sql, type Store } from '../store/sql.js';
 import { leases } from '../store/leases.js';
 import { recordEvent } from '../store/events.js';
 import { iso } from '../domain/time.js';
@@ -300,12 +300,11 @@ export class Settler {
       // What this process remembers, counts and logs of the write happens once it has committed: a write that is
       // rolled back and run again (a deadlock; on PostgreSQL, a batch another job failed) must not count twice, nor
       // remember a stuck warning whose alert was rolled back.
-      const committed = (f: () => void) => (db.afterCommit ? db.afterCommit(f) : f());
       const ref = s.reference!;
       if (st.state === 'failed') {
         await settlements.failed(db, s.id, st.error);
         await this.#alertFailed(db, s, row.asset, st.error, now);
-        committed(() => {
+        onCommit(db, () => {
           this.#failed(s.node_id, s.stream);
           metrics.settlements.inc({ rail: this.rail.mode, state: 'failed' });
           log.warn('settlement failed; will retry', { settlement: s.id, error: st.error });
@@ -315,14 +314,14 @@ export class Settler {
         if (st.rebroadcast) {
           await settlements.rebroadcast(db, s.id, st.rebroadcast.reference, st.rebroadcast.detail, st.rebroadcast.note, now);
           const again = st.rebroadcast;
-          committed(() => {
+          onCommit(db, () => {
             metrics.settlements.inc({ rail: this.rail.mode, state: 'rebroadcast' });
             log.info('settlement rebroadcast', { settlement: s.id, stream: s.stream, reference: again.reference, note: again.note });
           });
         } else if (st.note && st.note !== s.error) await settlements.note(db, s.id, st.note);
         const sentAt = Number(s.submitted_at ?? s.created_at);
         if (now - sentAt > this.policy.stuckAfterMs && !this.#warnedStuck.has(s.id)) {
-          committed(() => this.#warnedStuck.add(s.id));
+          onCommit(db, () => this.#warnedStuck.add(s.id));
           await raiseAlert(db, { key: settlementKey(s.node_id, s.stream), kind: 'settlement.stuck', node: s.node_id, ref: `stream:${s.stream}`, now, data: {
             ...settlementSubject(s, row.asset, this.rail.mode), reference: st.rebroadcast?.reference ?? s.reference, sentAt: iso(sentAt),
             stuckAfterSeconds: Math.round(this.policy.stuckAfterMs / 1000), broadcasts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
@@ -331,11 +330,11 @@ export class Settler {
             settlement: s.id, stream: s.stream, amountMicro: s.amount_micro.toString(), reference: st.rebroadcast?.reference ?? s.reference,
             sentSecondsAgo: Math.round((now - sentAt) / 1000), attempts: Number(s.attempts) + (st.rebroadcast ? 1 : 0),
           };
-          committed(() => log.warn('settlement stuck: sent but not mined', stuck));
+          onCommit(db, () => log.warn('settlement stuck: sent but not mined', stuck));
         }
       } else if (st.state === 'checkpointed' || st.state === 'final') {
         if (s.status === 'pending' || s.status === 'submitted') {
-          committed(() => {
+          onCommit(db, () => {
             this.#backoff.delete(`${s.node_id}\0${s.stream}`);
             this.#warnedStuck.delete(s.id);
             metrics.settlements.inc({ rail: this.rail.mode, state: 'checkpointed' });
@@ -352,7 +351,7 @@ export class Settler {
           const finalRef = st.proof?.rail === 'escrow' ? st.proof.txHash : ref;
           await settlements.final(db, s.id, now);
           await frontier.final(db, s.node_id, s.stream, s.amount_micro, finalRef, now);
-          committed(() => metrics.settlements.inc({ rail: this.rail.mode, state: 'final' }));
+          onCommit(db, () => metrics.settlements.inc({ rail: this.rail.mode, state: 'final' }));
           // The signed receipt travels in the event (an additive field) and stays readable at GET /v1/streams/{id}/receipt.
           const receipt = st.proof
             ? await issueReceipt(db, { jti: s.id, node: s.node_id, stream: row.id, asset: row.asset, amountMicro: s.amount_micro, finalAt: now, reference: st.proof }, now)

@@ -5,14 +5,14 @@ import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js
 const FAN_OUT_IDS = 8;
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import type { Sql } from './sql.js';
+import { onCommit, type Sql } from './sql.js';
 import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
 const wakers = new Set<() => void>();
 const wakeAll = () => { for (const w of wakers) w(); };
 /** Wake the worker once the event's transaction has committed (PostgreSQL: a claim before it would miss the event). */
-export const wakeAfter = (tx: Sql) => (tx.afterCommit ? tx.afterCommit(wakeAll) : wakeAll());
+export const wakeAfter = (tx: Sql) => onCommit(tx, wakeAll);
 export const onEventRecorded = (wake: () => void): (() => void) => {
   wakers.add(wake);
   return () => wakers.delete(wake);

@@ -370,16 +370,15 @@ const BATCH_JOBS = 32;
 export const SAVEPOINTS_HOLD_MS = 10_000;
 /** #runBatch: a job failed in a batch without savepoints (every job of it runs again alone). */
 const BATCH_ROLLED_BACK = new Error('batch rolled back');
-/** A deadlock or a serialization failure: the write runs again in a new transaction. */
 /**
  * The 503s PgStore.wrap() made of what the connection or the server said (lost, no answer, a statement canceled by its
  * timeout, a server that takes no writes): a job's own 503 (a rail that cannot confirm funding) says nothing of the
  * connection, and is not one of them.
  */
 const fromConnection = new WeakSet<object>();
-const markConnection = (e: NodeSvcError): NodeSvcError => (fromConnection.add(e), e);
 /** The database cannot be used on this connection (its error, or the 503 wrap() made of one). */
 const lostConnection = (err: unknown) => isConnectionError(err) || (err instanceof NodeSvcError && fromConnection.has(err));
+/** A deadlock or a serialization failure: the write runs again in a new transaction. */
 const isRetryable = (err: unknown) => {
   const code = (err as { code?: unknown })?.code;
   return code === '40P01' || code === '40001';
@@ -623,7 +622,7 @@ class PgStore implements PostgresStore {
     }, () => true);
     // Reads go through a few shared pipelined connections (Pipelines).
     this.#reads = new Pipelines(session as pg.ClientConfig, READ_CONNECTIONS, (err) => {
-      throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`));
+      throw this.#connectionFault(`cannot be reached: ${this.redact((err as Error)?.message ?? String(err))}`);
     }, () => (this.#pool.idleCount > 0 ? this.#pool.connect() : undefined), opts.readsPerConnection ?? 8);
     const reads = this.#sql({ query: (config) => this.#reads.query(config) }, () => true);
     this.q = { ...reads, run: this.autocommit.run };
@@ -641,16 +640,16 @@ class PgStore implements PostgresStore {
     if (err instanceof NodeSvcError) return err;
     // A store opened read-only refuses writes in its sessions (default_transaction_read_only): its own error, as it is.
     if (isReadOnly(err) && !this.#readonly) {
-      const message = `the database (PostgreSQL at ${this.#target.where}) takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on`;
-      this.#writeFault = faultAgain(this.#writeFault, message);
-      return markConnection(unavailable(message));
+      const e = this.#connectionFault('takes no writes: it is read-only (a standby, or set so) (SQLSTATE 25006); reads go on');
+      this.#writeFault = faultAgain(this.#writeFault, e.message);
+      return e;
     }
-    if (isAnswerTimeout(err)) return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`));
+    if (isAnswerTimeout(err)) return this.#connectionFault(`did not answer within ${(this.#answerMs + ANSWER_GRACE_MS) / 1000} s; its connection is closed`);
     // 57014: canceled, here by the session's statement_timeout (answerTimeoutMs): a statement that ran or waited on a
     // lock that long. The database is there; the request can be sent again.
     if (err instanceof pg.DatabaseError && err.code === '57014')
-      return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not finish a statement within ${this.#answerMs / 1000} s (statement_timeout); nothing of it was applied`));
-    if (isConnectionError(err)) return markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message)}`));
+      return this.#connectionFault(`did not finish a statement within ${this.#answerMs / 1000} s (statement_timeout); nothing of it was applied`);
+    if (isConnectionError(err)) return this.#connectionFault(`cannot be reached: ${this.redact((err as Error).message)}`);
     const e = err as Error & { detail?: unknown; where?: unknown };
     if (e && typeof e.message === 'string') {
       const clean = this.redact(e.message);
@@ -665,6 +664,16 @@ class PgStore implements PostgresStore {
       if (e.name === 'error' && typeof code === 'string') e.name = `PostgresError ${code}`;
     }
     return err;
+  }
+
+  /**
+   * The 503 for what the connection or the server said (lost, unreachable, no answer, a statement canceled by its
+   * timeout, no writes taken), naming the database: lostConnection() knows it, a job's own 503 it does not.
+   */
+  #connectionFault(what: string): NodeSvcError {
+    const e = unavailable(`the database (PostgreSQL at ${this.#target.where}) ${what}`);
+    fromConnection.add(e);
+    return e;
   }
 
   redact(s: string): string {
@@ -714,7 +723,7 @@ class PgStore implements PostgresStore {
       // 'connect' handler gave it only hears it.
       return await this.#pool.connect();
     } catch (err) {
-      throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) cannot be reached: ${this.redact((err as Error).message ?? String(err))}`));
+      throw this.#connectionFault(`cannot be reached: ${this.redact((err as Error).message ?? String(err))}`);
     }
   }
 
@@ -809,7 +818,7 @@ class PgStore implements PostgresStore {
       // commit record, a protocol error) leaves the outcome unknown: every statement fails (503), none runs again.
       if (commit.status === 'rejected' && !rolledBackBy(commit.reason)) {
         const why = this.redact((commit.reason as Error)?.message ?? String(commit.reason));
-        throw markConnection(unavailable(`the database (PostgreSQL at ${this.#target.where}) did not say whether a COMMIT took effect: ${why}`));
+        throw this.#connectionFault(`did not say whether a COMMIT took effect: ${why}`);
       }
       client.release(out.some((o) => o.status === 'rejected' && closeAfter(o.reason)));
       client = undefined;
@@ -1101,17 +1110,20 @@ class PgStore implements PostgresStore {
     const client = await this.#connectForOpen();
     // The schema already current (every start but the first of a new version): one statement, no transaction and no
     // lock. A database without the table (42P01: node-svc never used it), or behind, takes the migration lock below.
+    let ready: { inline: unknown } | undefined;
     try {
-      const { rows } = await client.query('SELECT version FROM node_svc_schema');
-      if (Number(rows[0]?.version) === LATEST_VERSION) {
-        client.release();
-        return;
-      }
+      const { rows } = await client.query(`SELECT version, current_setting('${INLINE_COUNTS}', true) AS inline FROM node_svc_schema`);
+      if (Number(rows[0]?.version) === LATEST_VERSION) ready = rows[0];
     } catch (err) {
       if ((err as { code?: string }).code !== '42P01') {
         client.release(true);
         throw this.#openError(err);
       }
+    }
+    if (ready) {
+      client.release();
+      if (!readonly) inlineCounted(ready.inline);
+      return;
     }
     // Not bounded by answerTimeoutMs: a long migration, or another daemon's, is waited for (2^31 - 1 ms: a timer's most).
     const long = (text: string) => client.query({ text, query_timeout: 2 ** 31 - 1 } as pg.QueryConfig);
@@ -1120,7 +1132,9 @@ class PgStore implements PostgresStore {
       await long('SET LOCAL statement_timeout = 0');
       // Two daemons starting together: the second waits here and then finds nothing to do.
       await long(`SELECT pg_advisory_xact_lock(${MIGRATE_LOCK_KEY})`);
-      const exists = (await long("SELECT to_regclass('node_svc_schema') IS NOT NULL AS e")).rows[0].e === 1;
+      const first = (await long(`SELECT to_regclass('node_svc_schema') IS NOT NULL AS e, current_setting('${INLINE_COUNTS}', true) AS inline`)).rows[0];
+      if (!readonly) inlineCounted(first.inline);
+      const exists = first.e === 1;
       const current = exists ? Number((await long('SELECT version FROM node_svc_schema')).rows[0]?.version ?? 0) : 0;
       if (current > LATEST_VERSION)
         throw new NodeSvcError('store', `this database was written by a newer node-svc (schema ${current}; this build knows up to ${LATEST_VERSION})`, {
@@ -1295,17 +1309,22 @@ class Listener {
  * Open the PostgreSQL store: parse the URL (a secret: never echoed), connect, migrate (or, read-only, refuse pending
  * migrations), and return the Store. Errors name host:port/database, never the password.
  */
+/**
+ * The deliveries a store inserts are counted by its own statements, and skipped by the trigger, only while its sessions
+ * say so (migration 0230): a session without the setting (a connection pooler that dropped the startup options) would
+ * count each twice. Refused by name instead; read at open, in the statement that reads the schema version.
+ */
+function inlineCounted(setting: unknown): void {
+  if (setting !== 'on')
+    throw new NodeSvcError('config', `the database session lost the setting ${INLINE_COUNTS} that node-svc sends when it connects (startup option "-c ${INLINE_COUNTS}=on")`,
+      { hint: 'connect to PostgreSQL directly, or let the connection pooler pass the startup parameter "options" through' });
+}
+
 export async function openPostgresStore(url: string, opts: PostgresStoreOptions): Promise<PostgresStore> {
   const target = parsePostgresUrl(url);
   const store = new PgStore(target, opts);
   try {
     await store.migrate(!!opts.readonly);
-    // The deliveries this store inserts are counted by its own statements, and skipped by the trigger, only while its
-    // sessions say so (migration 0230): a session without the setting (a connection pooler that dropped the startup
-    // options) would count each twice. Refused by name instead.
-    if (!opts.readonly && (await store.autocommit!.value<string | null>(`SELECT current_setting('${INLINE_COUNTS}', true)`)) !== 'on')
-      throw new NodeSvcError('config', `the database session lost the setting ${INLINE_COUNTS} that node-svc sends when it connects (startup option "-c ${INLINE_COUNTS}=on")`,
-        { hint: 'connect to PostgreSQL directly, or let the connection pooler pass the startup parameter "options" through' });
   } catch (err) {
     await store.close().catch(() => {});
     throw err;

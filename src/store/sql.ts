@@ -107,6 +107,9 @@ export const forUpdate = (q: Sql, alias?: string) => (q.dialect === 'postgres' ?
  */
 export const writeOne = <T>(store: Store, fn: (q: Sql) => Promise<T>): Promise<T> => (store.autocommit ? fn(store.autocommit) : store.write(fn));
 
+/** `fn` once `tx`'s transaction has committed (never if it rolls back); at once where tx has no afterCommit (SQLite). */
+export const onCommit = (tx: Sql, fn: () => void): void => (tx.afterCommit ? tx.afterCommit(fn) : fn());
+
 /** Writes failing since the last commit for a reason of the store's, not the statement's: the first failure's time, the latest one's, its message. */
 export interface WriteFault { since: number; last: number; message: string }
 

@@ -891,6 +891,26 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await again.q.value("SELECT COUNT(*) FROM nodes WHERE id != '@operator'")).toBe(1); // (@operator: the owner of alert endpoints, migration 0150)
     });
 
+    it('refuse to open, by name, when the sessions lack the inline-counts setting (0230: they would count each delivery twice), on a new and on a migrated database', async () => {
+      const prev = process.env.PGOPTIONS;
+      process.env.PGOPTIONS = '-c node_svc.inline_counts=off'; // after ours: the last one wins, as a pooler's own would
+      try {
+        const migrated = await freshDb();
+        delete process.env.PGOPTIONS;
+        await openAt(migrated); // migrated with the setting
+        process.env.PGOPTIONS = '-c node_svc.inline_counts=off';
+        for (const url of [await freshDb(), migrated]) {
+          const err = await openAt(url).then(() => undefined, (e: unknown) => e);
+          expect(err).toBeInstanceOf(NodeSvcError);
+          expect((err as NodeSvcError).code).toBe('config');
+          expect(String((err as Error).message)).toMatch(/lost the setting node_svc\.inline_counts/);
+        }
+      } finally {
+        if (prev === undefined) delete process.env.PGOPTIONS;
+        else process.env.PGOPTIONS = prev;
+      }
+    });
+
     it('keep the delivery counts per statement (0220): a fan-out, a claim, a batch of attempts and a delete of several rows each add up; node-svc counts its own inserts in their statement (0230)', async () => {
       const url = await freshDb();
       const s = await openAt(url);
