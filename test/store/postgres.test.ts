@@ -269,7 +269,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(second.jobs).toBe(5);
     });
 
-    it('a batch without savepoints: a job that throws before any statement fails alone; a job\'s own 503 rolls the batch back like any throw (the connection kept); after-commit callbacks run once, after the commit that kept them', async () => {
+    it('a batch without savepoints: a job that throws before any statement fails alone; a job\'s own 503 rolls the batch back like any throw (not the lost-connection path); after-commit callbacks run once, after the commit that kept them', async () => {
       const s = await openAt(await freshDb(), { poolSize: 1 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
       const insert = (id: number) => (tx: Sql) => tx.run('INSERT INTO w(id) VALUES (?)', [id]);
