@@ -12,7 +12,7 @@ import { NodeSvcError, unavailable } from '../../src/domain/errors.js';
 import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
-import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, type PostgresStore } from '../../src/store/postgres.js';
+import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, SAVEPOINTS_HOLD_MS, type PostgresStore } from '../../src/store/postgres.js';
 import { onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { claimDue, deliveries, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
@@ -267,6 +267,30 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(new Set(second.rows.map((r) => r.tx)).size).toBe(3);
       expect(second.commits).toBe(3); // the two held, the batch
       expect(second.jobs).toBe(5);
+      // The hold: SAVEPOINTS_HOLD_MS from the last failure, each failure renewing it. Only Date is faked (the
+      // connections' timers run as they do); `ahead`: how far the store's clock is past the real one, cumulative.
+      let ahead = 0;
+      const roundAhead = async (at: number, ms: number) => {
+        ahead += ms;
+        vi.useFakeTimers({ toFake: ['Date'] });
+        try {
+          vi.setSystemTime(Date.now() + ahead);
+          return await round(at);
+        } finally {
+          vi.useRealTimers();
+        }
+      };
+      // 1 s before round 2's hold ends: still a savepoint each (and round 3's failures renew the hold).
+      const third = await roundAhead(2000, SAVEPOINTS_HOLD_MS - 1000);
+      expect(third.rolledBack).toBe(0);
+      expect(third.commits).toBe(3);
+      // 0.5 s past where round 2's hold ended: round 3's renewal holds (round 4's failures renew it again).
+      expect((await roundAhead(3000, 1500)).rolledBack).toBe(0);
+      // 1 s after the hold round 4 renewed ran out: optimistic again, so the batch is rolled back and its jobs run alone.
+      const fifth = await roundAhead(4000, SAVEPOINTS_HOLD_MS + 1000);
+      expect(fifth.rolledBack).toBe(1);
+      expect(new Set(fifth.rows.map((r) => r.tx)).size).toBe(4);
+      expect(fifth.commits).toBe(2 + 3);
     });
 
     it('a batch without savepoints: a job that throws before any statement fails alone; a job\'s own 503 rolls the batch back like any throw (not the lost-connection path); after-commit callbacks run once, after the commit that kept them', async () => {
