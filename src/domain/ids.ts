@@ -26,10 +26,8 @@ let randomHead = '';
  */
 export function ulid(now: number = Date.now()): string {
   if (now <= lastTime) {
-    let i = 15;
-    while (i >= 0 && random[i] === 31) random[i--] = 0;
+    const i = plusOne(random);
     if (i < 0) return ulid(lastTime + 1); // 80 bits used up in one millisecond: the next one, still in order
-    random[i]!++;
     if (i < 15) randomHead = digits(random, 15);
   } else {
     if (poolAt + 16 > pool.length) {
@@ -45,6 +43,17 @@ export function ulid(now: number = Date.now()): string {
     randomHead = digits(random, 15);
   }
   return timeText + randomHead + CROCKFORD[random[15]!];
+}
+
+/**
+ * Base-32 digits (most significant first) plus one, in place: the index of the highest digit that changed, or -1 when
+ * every digit was 31 (all are 0 now: the caller must not use them as a larger number).
+ */
+export function plusOne(d: Uint8Array): number {
+  let i = d.length - 1;
+  while (i >= 0 && d[i] === 31) d[i--] = 0;
+  if (i >= 0) d[i]!++;
+  return i;
 }
 
 function digits(values: Uint8Array, n: number): string {

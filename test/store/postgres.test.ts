@@ -260,34 +260,34 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(first.rolledBack).toBe(1);
       expect(new Set(first.rows.map((r) => r.tx)).size).toBe(4); // 1 and 4 each alone, the two held
       expect(first.commits).toBe(2 + 3); // the two held; 1, 4 and the count alone
-      // Right after, a savepoint each: the batch commits once, the failing jobs fail alone.
-      const second = await round(1000);
-      expect(second.rolledBack).toBe(0);
-      expect(second.rows[0]!.tx).toBe(second.rows[1]!.tx); // one transaction for the batch
-      expect(new Set(second.rows.map((r) => r.tx)).size).toBe(3);
-      expect(second.commits).toBe(3); // the two held, the batch
-      expect(second.jobs).toBe(5);
-      // The hold: SAVEPOINTS_HOLD_MS from the last failure, each failure renewing it. Only Date is faked (the
-      // connections' timers run as they do); `ahead`: how far the store's clock is past the real one, cumulative.
-      let ahead = 0;
-      const roundAhead = async (at: number, ms: number) => {
-        ahead += ms;
+      // The hold: SAVEPOINTS_HOLD_MS from the last failure, each failure renewing it. From round 2 on, each round runs
+      // with Date alone faked and frozen at `base` plus an offset (the connections' timers run as they do), so each
+      // hold ends exactly SAVEPOINTS_HOLD_MS after the round that set it, however long the rounds take.
+      const base = Date.now();
+      const roundAt = async (at: number, offset: number) => {
         vi.useFakeTimers({ toFake: ['Date'] });
         try {
-          vi.setSystemTime(Date.now() + ahead);
+          vi.setSystemTime(base + offset);
           return await round(at);
         } finally {
           vi.useRealTimers();
         }
       };
-      // 1 s before round 2's hold ends: still a savepoint each (and round 3's failures renew the hold).
-      const third = await roundAhead(2000, SAVEPOINTS_HOLD_MS - 1000);
+      // Right after (within round 1's hold), a savepoint each: the batch commits once, the failing jobs fail alone.
+      const second = await roundAt(1000, 0);
+      expect(second.rolledBack).toBe(0);
+      expect(second.rows[0]!.tx).toBe(second.rows[1]!.tx); // one transaction for the batch
+      expect(new Set(second.rows.map((r) => r.tx)).size).toBe(3);
+      expect(second.commits).toBe(3); // the two held, the batch
+      expect(second.jobs).toBe(5);
+      // 1 s before round 2's hold ends: still a savepoint each (round 3's failures renew the hold to HOLD - 1000 + HOLD).
+      const third = await roundAt(2000, SAVEPOINTS_HOLD_MS - 1000);
       expect(third.rolledBack).toBe(0);
       expect(third.commits).toBe(3);
-      // 0.5 s past where round 2's hold ended: round 3's renewal holds (round 4's failures renew it again).
-      expect((await roundAhead(3000, 1500)).rolledBack).toBe(0);
+      // 0.5 s past where round 2's hold ended: round 3's renewal holds (round 4's renews it to HOLD + 500 + HOLD).
+      expect((await roundAt(3000, SAVEPOINTS_HOLD_MS + 500)).rolledBack).toBe(0);
       // 1 s after the hold round 4 renewed ran out: optimistic again, so the batch is rolled back and its jobs run alone.
-      const fifth = await roundAhead(4000, SAVEPOINTS_HOLD_MS + 1000);
+      const fifth = await roundAt(4000, 2 * SAVEPOINTS_HOLD_MS + 1500);
       expect(fifth.rolledBack).toBe(1);
       expect(new Set(fifth.rows.map((r) => r.tx)).size).toBe(4);
       expect(fifth.commits).toBe(2 + 3);
