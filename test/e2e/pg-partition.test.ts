@@ -184,8 +184,10 @@ describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset, or tak
         await c.end();
       }
     };
-    const before = await listening();
-    expect(before).toHaveLength(1);
+    // The daemon opens its LISTEN connection beside serving (until it is up, it reads the token on every request, so the
+    // answers above do not prove it): wait for the session. Fresh-clone CI run 112 found none at this point once.
+    let before: number[] = [];
+    await waitFor(async () => (before = await listening()).length === 1, 'the LISTEN session', 10_000, 100);
     // Every connection open now goes silent for good (new ones pass): the LISTEN connection hears nothing more.
     s.proxy.cut();
     const revoked = await s.cli('tokens', 'revoke', 'node-a');
