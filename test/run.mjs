@@ -71,11 +71,25 @@ const passes = {
   4: { args: [...SERIAL, PG_DEV, PG_CARD, CONTAINER, '--maxWorkers=1'], env: PG, postgres: true, withoutPostgres: [CONTAINER, '--maxWorkers=1'] },
 };
 
-/** vitest's lines naming a failed test or file (its summary's FAIL lines, else the × lines), without colours. */
+/**
+ * vitest's lines naming a failed test or file (its summary's FAIL lines, else the × lines), without colours; under
+ * each FAIL line its error's first line and where it was thrown (the ❯ line), so that a CI log that keeps only its
+ * tail still says why.
+ */
 function failuresIn(text) {
   const lines = text.replace(/\x1b\[[0-9;]*m/g, '').split('\n');
-  const fail = lines.filter((l) => /^\s*FAIL\s/.test(l));
-  const named = [...new Set(fail.length ? fail : lines.filter((l) => /^\s*×\s/.test(l)))].map((l) => l.trim());
+  const fail = [];
+  lines.forEach((l, k) => {
+    if (!/^\s*FAIL\s/.test(l)) return;
+    const why = [];
+    for (let j = k + 1; j < Math.min(lines.length, k + 40) && !/^\s*FAIL\s|⎯⎯/.test(lines[j]); j++) {
+      const t = lines[j].trim();
+      if (!why.length && t) why.push(`    ${t.slice(0, 300)}`);
+      else if (/^❯ /.test(t)) { why.push(`    ${t}`); break; }
+    }
+    fail.push([l.trim(), ...why].join('\n'));
+  });
+  const named = [...new Set(fail.length ? fail : lines.filter((l) => /^\s*×\s/.test(l)).map((l) => l.trim()))];
   return named.length > 40 ? [...named.slice(0, 40), `… and ${named.length - 40} more (above)`] : named;
 }
 

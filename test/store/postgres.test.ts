@@ -573,7 +573,56 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [second]);
       });
       await Promise.all([cross(a, 1, 2, aHolds, bHeld), cross(b, 2, 1, bHolds, aHeld)]);
-      expect(runs).toBe(3); // two, and the victim's second run
+      // Two, and the victim's second run; sometimes more: see the next test.
+      expect(runs).toBeGreaterThanOrEqual(3);
+      expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
+    });
+
+    it('two writes that deadlock a second time (the victim took its first row back before the survivor\'s server process ran: a loaded machine) are run again too; both commit', async () => {
+      // CI failed once on the test above, expecting exactly three runs (its message was not kept). One way it can see
+      // more: after the victim's rollback wakes the survivor, a row whose locker aborted is free to any newcomer, the
+      // survivor's tuple lock notwithstanding; a victim quick to begin again takes its first row back before the
+      // survivor's server process gets the CPU, and the two deadlock again. Here the survivor's server process is
+      // stopped (SIGSTOP) through that window, so it happens every time.
+      const url = await freshDb();
+      const a = await openAt(url);
+      const b = await openAt(url);
+      await a.q.run('CREATE TABLE pair (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
+      await a.q.run('INSERT INTO pair(id, n) VALUES (1, 0), (2, 0)');
+      let aRuns = 0;
+      let bRuns = 0;
+      let aHolds!: () => void;
+      let bHolds!: () => void;
+      const aHeld = new Promise<void>((r) => { aHolds = r; });
+      const bHeld = new Promise<void>((r) => { bHolds = r; });
+      let aPid = 0;
+      const aWaits = gate(); // a's second statement is on its way
+      const job = (side: 'a' | 'b') => async (tx: Sql) => {
+        const again = side === 'a' ? ++aRuns > 1 : ++bRuns > 1;
+        const [first, second] = side === 'a' ? [1, 2] : [2, 1];
+        if (side === 'a' && !again) aPid = (await tx.value<number>('SELECT pg_backend_pid()'))!;
+        await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [first]);
+        // b's second run holds its first row again: a's server process may go on now.
+        if (side === 'b' && again && bRuns === 2) process.kill(aPid, 'SIGCONT');
+        (side === 'a' ? aHolds : bHolds)();
+        await (side === 'a' ? bHeld : aHeld);
+        if (side === 'a' && !again) aWaits.open();
+        if (side === 'b' && !again) {
+          // a waits for b's row: stop a's server process, so that b's deadlock check is the one that runs (b the victim)
+          // and a cannot take the row b lets go before b's next transaction does.
+          await aWaits.p;
+          await new Promise((r) => setTimeout(r, 100));
+          process.kill(aPid, 'SIGSTOP');
+        }
+        await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [second]);
+      };
+      try {
+        await Promise.all([a.write(job('a')), b.write(job('b'))]);
+      } finally {
+        if (aPid) process.kill(aPid, 'SIGCONT');
+      }
+      expect(bRuns).toBeGreaterThanOrEqual(2); // b the first victim
+      expect(aRuns + bRuns).toBeGreaterThanOrEqual(4); // and a second deadlock: one of them ran once more
       expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
     });
   });
