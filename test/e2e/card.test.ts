@@ -273,11 +273,12 @@ describe('card rail end to end (real daemon, local processor)', { timeout: 30_00
 
   it('a stream that expires while the daemon is down is released by the next start', async () => {
     const pi = p.createPaymentIntent({ amount: 500, destination: acct }) as { id: string };
-    const exp = nowSeconds() + 6;
+    const exp = nowSeconds() + 10;
     const s = await open(pi.id, { exp });
     await s.bill(1_000_000n);
     await eventually(() => ofType(s.stream, 'settlement.checkpointed').length === 1, 'checkpointed');
     expect(await daemon.stop()).toBe(0);
+    expect(Date.now(), 'the daemon stopped before the stream expired (else it released it itself)').toBeLessThan(exp * 1000);
     await sleep(Math.max(0, exp * 1000 - Date.now()) + 500); // expired meanwhile
     expect(pis(pi.id)).toMatchObject({ status: 'requires_capture', amount_capturable: 400 });
     daemon = await startCardDaemon(t.dataDir, cardFlags(p, { key: keyFile, webhookSecret: secretFile }, acct));

@@ -645,16 +645,19 @@ describe('webhooks against the real daemon', () => {
     // 240 are open at once (bounded: 1.5 s, below this suite's 2 s attempt timeout), so each burst needs 240 sockets to
     // one host together. Sockets are kept per host:
     // the worker once kept 64 of them and closed the rest, so each later burst opened ~190 connections again.
-    let gate: { open: Promise<void>; release: () => void } | undefined;
+    // The 1.5 s run from the burst's first request, not from the first emit: 30 emits one after another can take
+    // longer than that on a loaded machine, and the gate would open before anything is held.
+    let gate: { open: Promise<void>; release: () => void; start: () => void } | undefined;
     const hold = () => {
       let release!: () => void;
+      let timer: NodeJS.Timeout | undefined;
       const open = new Promise<void>((res) => { release = res; });
-      const timer = setTimeout(release, 1500);
-      gate = { open: open.finally(() => clearTimeout(timer)), release };
+      gate = { open: open.finally(() => clearTimeout(timer)), release, start: () => { timer ??= setTimeout(release, 1500); } };
     };
     let peak = 0; // requests open at once, read as each arrives (it counts itself)
     const r = await receiver(async () => {
       peak = Math.max(peak, r.pending());
+      gate?.start();
       if (gate && r.pending() >= 240) gate.release();
       await gate?.open;
       return { status: 204 };

@@ -428,9 +428,10 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       ]);
       b.open(); // the batch runs on B's connection, and waits on row 50
       await holderB;
-      await sleep(600); // past the batch's lock timeout: rolled back, each statement again on its own
+      // Past the batch's lock timeout (200 ms): rolled back, each statement again on its own; the first insert, alone,
+      // commits before the update (which waits for A).
+      await waitFor(async () => s.stats.rolledBack >= 1 && (await s.q.value('SELECT COUNT(*) FROM w WHERE id = 1')) === 1, 'the batch rolled back and the first insert run alone', 10_000, 20);
       expect(s.stats.rolledBack).toBe(1);
-      expect(await s.q.value('SELECT COUNT(*) FROM w WHERE id = 1')).toBe(1); // run alone before the update
       a.open(); // the update, alone, waited for A as any statement would; then the last insert
       await holderA;
       const settled = await queued;
