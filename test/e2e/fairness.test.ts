@@ -136,5 +136,6 @@ describe("a retry falls due while another node's receiver hangs and its events k
     // node-a's three were claimed and hang (the third may reach the receiver after the retry on a loaded machine).
     await waitFor(() => receiver.requests.filter((q) => q.path === '/a').length >= 3, "node-a's three deliveries, hanging", 10_000, 10);
     expect(receiver.requests.filter((q) => q.path === '/a').length).toBe(3);
+    expect(receiver.requests.filter((q) => q.path === '/a' && q.at < retry.at).length, "node-a's deliveries claimed before node-b's retry").toBeGreaterThanOrEqual(2);
   });
 });

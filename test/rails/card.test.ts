@@ -421,5 +421,5 @@ describe('card rail at the capture deadline, with a policy that would wait', () 
     expect(more.body).toMatchObject({ refusal: 'not_payable' });
     expect(more.body.detail).toContain('reaches its capture deadline');
     await eventually(async () => (await streams.get(d.deps.store.q, 'node-a', stream))!.funding_released_at !== null, 'marked released');
-  });
+  }, 60_000);
 });

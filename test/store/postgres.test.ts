@@ -612,7 +612,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
           // a waits for b's row: stop a's server process, so that b's deadlock check is the one that runs (b the victim)
           // and a cannot take the row b lets go before b's next transaction does.
           await aWaits.p;
-          await new Promise((r) => setTimeout(r, 100));
+          await waitFor(async () => Number(await b.q.value('SELECT COUNT(*) FROM pg_locks WHERE pid = ? AND NOT granted', [aPid])) > 0, "a's server process waiting for b's row", 10_000, 10);
           process.kill(aPid, 'SIGSTOP');
         }
         await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [second]);
@@ -620,12 +620,12 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       try {
         await Promise.all([a.write(job('a')), b.write(job('b'))]);
       } finally {
-        if (aPid) process.kill(aPid, 'SIGCONT');
+        try { if (aPid) process.kill(aPid, 'SIGCONT'); } catch { /* gone: the error that ended the test is the one to see */ }
       }
       expect(bRuns).toBeGreaterThanOrEqual(2); // b the first victim
       expect(aRuns + bRuns).toBeGreaterThanOrEqual(4); // and a second deadlock: one of them ran once more
       expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
-    });
+    }, 30_000);
   });
 
   describe('recordEvent on PostgreSQL (one statement with its fan-out)', () => {
