@@ -54,6 +54,16 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     return { p, open };
   };
 
+  /** Two stores on a new database holding `pair`: rows 1 and 2, n = 0 (the deadlock tests). */
+  const twoStoresOnPair = async () => {
+    const url = await freshDb();
+    const a = await openAt(url);
+    const b = await openAt(url);
+    await a.q.run('CREATE TABLE pair (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
+    await a.q.run('INSERT INTO pair(id, n) VALUES (1, 0), (2, 0)');
+    return { a, b };
+  };
+
   beforeAll(async () => {
     root = await mkdtemp(join(tmpdir(), 'node-svc-pgstore-'));
     if (shared) base = shared;
@@ -555,17 +565,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     });
 
     it('runs a write again after a deadlock (the database picks a victim; both end up committed)', async () => {
-      const url = await freshDb();
-      const a = await openAt(url);
-      const b = await openAt(url);
-      await a.q.run('CREATE TABLE pair (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
-      await a.q.run('INSERT INTO pair(id, n) VALUES (1, 0), (2, 0)');
+      const { a, b } = await twoStoresOnPair();
       let runs = 0;
       // Opposite lock orders, each waiting for the other to hold its first row: one of them is chosen as the victim.
-      let aHolds!: () => void;
-      let bHolds!: () => void;
-      const aHeld = new Promise<void>((r) => { aHolds = r; });
-      const bHeld = new Promise<void>((r) => { bHolds = r; });
+      const aHeld = gate();
+      const bHeld = gate();
       const cross = (s: PostgresStore, first: number, second: number, holds: () => void, other: Promise<void>) => s.write(async (tx) => {
         runs++;
         await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [first]);
@@ -573,7 +577,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         await other;
         await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [second]);
       });
-      await Promise.all([cross(a, 1, 2, aHolds, bHeld), cross(b, 2, 1, bHolds, aHeld)]);
+      await Promise.all([cross(a, 1, 2, aHeld.open, bHeld.p), cross(b, 2, 1, bHeld.open, aHeld.p)]);
       // Two, and the victim's second run; sometimes more: see the next test.
       expect(runs).toBeGreaterThanOrEqual(3);
       expect(await a.q.all('SELECT n FROM pair ORDER BY id', [], true)).toEqual([{ n: 2n }, { n: 2n }]);
@@ -585,17 +589,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       // survivor's tuple lock notwithstanding; a victim quick to begin again takes its first row back before the
       // survivor's server process gets the CPU, and the two deadlock again. Here the survivor's server process is
       // stopped (SIGSTOP) through that window, so it happens every time.
-      const url = await freshDb();
-      const a = await openAt(url);
-      const b = await openAt(url);
-      await a.q.run('CREATE TABLE pair (id BIGINT PRIMARY KEY, n BIGINT NOT NULL)');
-      await a.q.run('INSERT INTO pair(id, n) VALUES (1, 0), (2, 0)');
+      const { a, b } = await twoStoresOnPair();
       let aRuns = 0;
       let bRuns = 0;
-      let aHolds!: () => void;
-      let bHolds!: () => void;
-      const aHeld = new Promise<void>((r) => { aHolds = r; });
-      const bHeld = new Promise<void>((r) => { bHolds = r; });
+      const aHeld = gate();
+      const bHeld = gate();
       let aPid = 0;
       const aWaits = gate(); // a's second statement is on its way
       const job = (side: 'a' | 'b') => async (tx: Sql) => {
@@ -605,8 +603,8 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         await tx.run('UPDATE pair SET n = n + 1 WHERE id = ?', [first]);
         // b's second run holds its first row again: a's server process may go on now.
         if (side === 'b' && again && bRuns === 2) process.kill(aPid, 'SIGCONT');
-        (side === 'a' ? aHolds : bHolds)();
-        await (side === 'a' ? bHeld : aHeld);
+        (side === 'a' ? aHeld : bHeld).open();
+        await (side === 'a' ? bHeld : aHeld).p;
         if (side === 'a' && !again) aWaits.open();
         if (side === 'b' && !again) {
           // a waits for b's row: stop a's server process, so that b's deadlock check is the one that runs (b the victim)
