@@ -66,7 +66,8 @@ async function daemonChild(dataDir) {
   const tick = () => new Promise((r) => setImmediate(r));
   let k = 0;
   let stopping = false;
-  const record = (tx, node) => { const b = `b${++k}`; return recordEvent(tx, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' }); };
+  // As a control fact's write ends (service/control.ts): the event is its last statement (PostgreSQL: its COMMIT goes with it).
+  const record = (tx, node) => { const b = `b${++k}`; return recordEvent(tx, node, 'budget.halted', `budget:${b}`, { budget: b, reason: 'anomaly' }, undefined, undefined, { last: true }); };
   /**
    * n events, `batch` writes of one event each at a time (as the service records them: one per request, many
    * requests at once; SQLite group-commits each batch into one transaction, PostgreSQL runs them as concurrent

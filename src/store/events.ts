@@ -5,7 +5,7 @@ import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js
 const FAN_OUT_IDS = 8;
 import { newId } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import { onCommit, type Sql } from './sql.js';
+import { EarlyCommitRefused, onCommit, type Sql } from './sql.js';
 import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
@@ -31,7 +31,8 @@ export interface RecordedEvent {
  * Call inside the write of the state change that caused it: all of it commits, or none. The seq comes from the
  * database (PostgreSQL: with the writing transaction, which orders the node's events for cursors: events.page).
  */
-export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now(), id = newId('evt')): Promise<RecordedEvent> {
+export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, externalRef: string, data: Record<string, unknown>, now = Date.now(), id = newId('evt'),
+  opts: { last?: boolean } = {}): Promise<RecordedEvent> {
   const base = { id, type, occurredAt: iso(now), externalRef, data };
   // Stored once, at 1.1.0: a 1.0.0 subscription's envelope is made from it when claimed (bodyV100; migration 0200).
   const body = envelopeBody(base, '1.1.0');
@@ -47,6 +48,11 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
     // of kind names or '*'), ids made here, and their count (countInserted). Past FAN_OUT_IDS subscriptions the rest
     // are inserted below.
     const ids = Array.from({ length: FAN_OUT_IDS }, () => newId('dlv'));
+    // The write's last statement (opts.last): its COMMIT goes with it (Sql.commitWithNext), so nothing may follow it.
+    // The deliveries past FAN_OUT_IDS would: the statement then fails on purpose (a division by zero, nothing else in
+    // it divides) and the write runs again with its COMMIT on its own.
+    const last = opts.last === true && tx.commitWithNext !== undefined;
+    if (last) tx.commitWithNext!();
     const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null; matched: number }>(
       `WITH e AS (${insert}),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
@@ -55,8 +61,13 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
           SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS}
           RETURNING subscription_id),
         c AS (${countInserted('d')})
-      SELECT e.seq, s.id AS subscription, s.k, (SELECT COUNT(*) FROM s) AS matched FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
-      { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids });
+      SELECT e.seq, s.id AS subscription, s.k, (SELECT COUNT(*) FROM s) AS matched${last ? `, 1 / (CASE WHEN (SELECT COUNT(*) FROM s) > ${FAN_OUT_IDS} THEN 0 ELSE 1 END) AS fits` : ''}
+      FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
+      { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids })
+      .catch((err: unknown) => {
+        if (last && (err as { code?: unknown }).code === '22012') throw new EarlyCommitRefused(`more than ${FAN_OUT_IDS} subscriptions take this event`);
+        throw err;
+      });
     seq = Number(rows[0]!.seq);
     for (const r of rows) if (r.subscription !== null) await deliveries.insert(tx, seq, r.subscription, now);
     if (Number(rows[0]!.matched) > 0) wakeAfter(tx);

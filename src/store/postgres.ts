@@ -8,7 +8,7 @@ import pg from 'pg';
 import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { INLINE_COUNTS } from './migrations/0230-inline-insert-counts.js';
-import { faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
+import { EarlyCommitRefused, faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
 
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
@@ -396,16 +396,31 @@ const began = new WeakSet<pg.PoolClient>();
  * one packet: BEGIN with the transaction's first statement (never a round trip of its own), and statements a write
  * issues together (Promise.all) with one another. A write that ran no statement sends neither BEGIN nor COMMIT.
  */
-function beginsWithFirst(client: pg.PoolClient, beginSql: string): Runner {
+function beginsWithFirst(client: pg.PoolClient, beginSql: string, early?: EarlyCommit): Runner {
   return {
     query: async (config) => {
       corkUntil(client, process.nextTick);
-      if (began.has(client)) return client.query(config);
+      const first = began.has(client) ? undefined : client.query(beginSql);
       began.add(client);
-      const [, res] = await Promise.all([client.query(beginSql), client.query(config)]);
-      return res;
+      const res = client.query(config);
+      // The transaction's last statement (Sql.commitWithNext): its COMMIT in the same packet. Its answer is read by
+      // #inTransaction; a rejection is handled there (caught here only so that it is never unhandled meanwhile).
+      if (early?.next) {
+        early.next = false;
+        early.commit = client.query('COMMIT');
+        early.commit.catch(() => undefined);
+      }
+      if (!first) return res;
+      const [, r] = await Promise.all([first, res]);
+      return r;
     },
   };
+}
+
+/** A write's COMMIT sent with its last statement (Sql.commitWithNext): asked for, then sent. */
+interface EarlyCommit {
+  next: boolean;
+  commit?: Promise<pg.QueryResult>;
 }
 
 /**
@@ -682,7 +697,7 @@ class PgStore implements PostgresStore {
     return out;
   }
 
-  #sql(runner: Runner, live: () => boolean, after?: Array<() => void>): Sql {
+  #sql(runner: Runner, live: () => boolean, after?: Array<() => void>, early?: EarlyCommit): Sql {
     const exec = async (sql: string, params: Params | undefined): Promise<pg.QueryResult> => {
       if (!live()) throw new Error('this transaction has ended: a write()/transaction() callback used its tx after it returned');
       const c = compileSql(sql);
@@ -703,6 +718,7 @@ class PgStore implements PostgresStore {
     return {
       dialect: 'postgres',
       ...(after ? { afterCommit: (fn: () => void) => void after.push(fn) } : {}),
+      ...(early ? { commitWithNext: () => void (early.next = true) } : {}),
       get: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe)[0] as T | undefined,
       all: async <T>(sql: string, params?: Params, safe = false) => convertRows(await exec(sql, params), safe) as T[],
       value: async <T>(sql: string, params?: Params, safe = false) => {
@@ -855,13 +871,20 @@ class PgStore implements PostgresStore {
   async #runWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     this.#running++;
     try {
+      let early = true;
       for (let attempt = 1; ; attempt++) {
         try {
-          const v = await this.#inTransaction('BEGIN', fn);
+          const v = await this.#inTransaction('BEGIN', fn, early);
           this.#committed();
           this.stats.jobs++;
           return v;
         } catch (err) {
+          // Its last statement could not go with the COMMIT (nothing was kept): again, the COMMIT on its own.
+          if (err instanceof EarlyCommitRefused && early) {
+            early = false;
+            attempt--;
+            continue;
+          }
           if (isRetryable(err) && attempt < WRITE_RETRIES) {
             await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
             continue;
@@ -1024,16 +1047,18 @@ class PgStore implements PostgresStore {
    * `fn` in one transaction on a pooled client, opened by `begin` (sent with the first statement, see beginsWithFirst)
    * and committed after it; rolled back if it throws or the database ends it.
    */
-  async #inTransaction<T>(begin: string, fn: (tx: Sql) => Promise<T>): Promise<T> {
+  async #inTransaction<T>(begin: string, fn: (tx: Sql) => Promise<T>, allowEarly = true): Promise<T> {
     const client = await this.#connect();
     let live = true;
     const after: Array<() => void> = [];
+    const early: EarlyCommit | undefined = allowEarly ? { next: false } : undefined;
     try {
-      const v = await fn(this.#sql(beginsWithFirst(client, begin), () => live, after));
+      // Once the COMMIT has gone (commitWithNext), no statement may follow it.
+      const v = await fn(this.#sql(beginsWithFirst(client, begin, early), () => live && early?.commit === undefined, after, early));
       live = false;
       if (began.has(client)) {
         began.delete(client);
-        const res = await client.query('COMMIT');
+        const res = await (early?.commit ?? client.query('COMMIT'));
         // COMMIT of a transaction in error (a job that swallowed an error of its own) answers ROLLBACK rather than failing.
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');
         this.#mark++; // before the after-commit callbacks
@@ -1045,8 +1070,12 @@ class PgStore implements PostgresStore {
       this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
       live = false;
       began.delete(client);
+      // A COMMIT sent with the last statement is answered first (in the pipeline, before anything sent now). Its
+      // statement failed, so it answered ROLLBACK, and the ROLLBACK below finds no transaction (a warning, no error).
+      // (A callback that threw after its last statement succeeded would have committed: commitWithNext forbids it.)
+      const commitErr = early?.commit ? await early.commit.then(() => undefined, (e: unknown) => e) : undefined;
       // Lost, or on a server that takes no writes (a standby): closed, not pooled (the next write connects again).
-      if (lostConnection(err)) {
+      if (lostConnection(err) || (commitErr !== undefined && lostConnection(commitErr))) {
         client.release(true);
         throw err;
       }
@@ -1065,7 +1094,8 @@ class PgStore implements PostgresStore {
     try {
       // What these transactions hold (claims, leases) may be lost in a crash without harm (at worst a resend), so
       // their commit does not wait for the WAL flush; a later durable commit flushes it anyway.
-      return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn);
+      // Without commitWithNext: nothing here runs such a write again (#runWrite does, for EarlyCommitRefused).
+      return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn, false);
     } catch (err) {
       throw this.wrap(err);
     }

@@ -28,6 +28,28 @@ export interface Sql {
    * already comes after the commit (SQLite's one writer), so call it at once.
    */
   afterCommit?(fn: () => void): void;
+  /**
+   * PostgreSQL, a write() transaction of its own: the next statement is the transaction's last, and its COMMIT goes in
+   * the same packet (one round trip fewer: the server runs the COMMIT as soon as the statement is done, and nothing
+   * waits for the statement's answer to send it; the write resolves once the COMMIT's answer is in). After it, the
+   * callback only returns: any further statement is refused, and nothing it does may fail (the COMMIT has gone; a
+   * throw then would report a failure of a write that committed). A statement that finds it must not be the last
+   * throws EarlyCommitRefused: the write runs again from the start without this. Absent where there is nothing to
+   * gain (SQLite; a write that runs in a batch with others): the statement runs as any other.
+   */
+  commitWithNext?(): void;
+}
+
+/**
+ * Thrown by a statement sent with its COMMIT (commitWithNext) that found work left for after it (recordEvent: more
+ * matching subscriptions than delivery ids made ahead): nothing of the transaction was kept, and the store runs the
+ * write again without commitWithNext.
+ */
+export class EarlyCommitRefused extends Error {
+  constructor(why: string) {
+    super(`the transaction's last statement cannot go with its COMMIT: ${why}`);
+    this.name = 'EarlyCommitRefused';
+  }
 }
 
 /** A message from a write made anywhere (this daemon, another daemon, the CLI) that caches must drop `key`. */

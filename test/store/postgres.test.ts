@@ -656,6 +656,75 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
     });
   });
 
+  describe('commitWithNext (a write\'s COMMIT sent with its last statement)', () => {
+    it('commits with the last statement: its answer comes after the COMMIT, and nothing may follow it', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run('CREATE TABLE c (id BIGINT PRIMARY KEY)');
+      // Without it, a row the write inserted is not visible elsewhere until the write returns (its COMMIT is sent
+      // then); with it, the COMMIT went right behind the statement, and the server runs it as soon as the statement is
+      // done: another connection sees the row while the callback has not returned. (A test only: a write reads
+      // through nothing but its tx.)
+      const countOf = (id: number) => s.q.value<number>('SELECT COUNT(*) FROM c WHERE id = ?', [id]);
+      const plain = await s.write(async (tx) => { await tx.run('INSERT INTO c(id) VALUES (1)'); await sleep(200); return countOf(1); });
+      expect(plain).toBe(0);
+      const early = await s.write(async (tx) => {
+        await tx.run('INSERT INTO c(id) VALUES (2)');
+        tx.commitWithNext!();
+        await tx.run('INSERT INTO c(id) VALUES (3)');
+        await waitFor(async () => (await countOf(3)) === 1, 'the row committed before the callback returned', 10_000);
+        return countOf(2);
+      });
+      expect(early).toBe(1);
+      expect(await s.q.value('SELECT COUNT(*) FROM c')).toBe(3);
+      // A statement after the last one is refused by name (the COMMIT has gone: what came before it is kept).
+      await expect(s.write(async (tx) => {
+        tx.commitWithNext!();
+        await tx.run('INSERT INTO c(id) VALUES (4)');
+        await tx.run('INSERT INTO c(id) VALUES (5)');
+      })).rejects.toThrow(/this transaction has ended/);
+      expect(await s.q.all('SELECT id FROM c WHERE id >= 4 ORDER BY id')).toEqual([{ id: 4 }]);
+    });
+
+    it('a last statement that fails leaves nothing of the write, with its own error; the connection serves the next write', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE c (id BIGINT PRIMARY KEY)');
+      await s.q.run('INSERT INTO c(id) VALUES (1)');
+      const err = await s.write(async (tx) => {
+        await tx.run('INSERT INTO c(id) VALUES (2)');
+        tx.commitWithNext!();
+        await tx.run('INSERT INTO c(id) VALUES (1)'); // a duplicate key
+      }).then(() => undefined, (e: unknown) => e as { code?: string });
+      expect(err?.code).toBe('23505');
+      expect(await s.q.all('SELECT id FROM c ORDER BY id')).toEqual([{ id: 1 }]);
+      // One connection in the pool: the next write gets the same one, in a clean state.
+      expect(await s.write(async (tx) => { tx.commitWithNext!(); return tx.run('INSERT INTO c(id) VALUES (3)'); })).toBe(1);
+      expect(await s.write(async (tx) => tx.run('INSERT INTO c(id) VALUES (4)'))).toBe(1);
+      expect(await s.q.all('SELECT id FROM c ORDER BY id')).toEqual([{ id: 1 }, { id: 3 }, { id: 4 }]);
+    });
+
+    it('recordEvent as the last statement: every matching subscription gets its delivery, past the ids made ahead too (the write runs again)', async () => {
+      const s = await openAt(await freshDb());
+      await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
+      await s.write(async (tx) => {
+        // n1: 11 subscriptions taking budget.halted (more than the 8 delivery ids the statement makes), 1 that does not; n2: 3.
+        for (let i = 0; i < 12; i++)
+          await subscriptions.insert(tx, { id: `whk_a${String(i).padStart(2, '0')}`, node_id: 'n1', url: 'https://r.example/h', events: i === 11 ? '["stream.revoked"]' : '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
+        for (let i = 0; i < 3; i++)
+          await subscriptions.insert(tx, { id: `whk_b${i}`, node_id: 'n2', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
+      });
+      for (const [node, want] of [['n1', 11], ['n2', 3]] as const) {
+        const id = `evt_${node}_last`;
+        const e = await s.write(async (tx) => {
+          await tx.run("INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES (?, 'b1', 'halted', '[]', NULL, 0)", [node]);
+          return recordEvent(tx, node, 'budget.halted', 'budget:b1', { budget: 'b1' }, 1000, id, { last: true });
+        });
+        expect(await s.q.value('SELECT COUNT(*) FROM events WHERE id = ?', [id])).toBe(1);
+        expect(await s.q.value('SELECT COUNT(*) FROM deliveries WHERE event_seq = ?', [e.seq])).toBe(want);
+        expect(await s.q.value('SELECT COUNT(*) FROM budgets WHERE node_id = ?', [node])).toBe(1); // the write's other statement, once
+      }
+    });
+  });
+
   describe('recordAttempts on PostgreSQL (a batch of results in one statement)', () => {
     it('leaves the same deliveries, attempt rows (in order) and counters as recordAttempt one by one; a stale claim records nothing', async () => {
       const outcomes: AttemptRecord[] = [];
