@@ -407,7 +407,8 @@ function beginsWithFirst(client: pg.PoolClient, beginSql: string, early?: EarlyC
       // #inTransaction; a rejection is handled there (caught here only so that it is never unhandled meanwhile).
       if (early?.next) {
         early.next = false;
-        early.commit = client.query('COMMIT');
+        // Its answer timer starts now, with the statement still to run: the statement's budget and the COMMIT's own.
+        early.commit = client.query({ text: 'COMMIT', query_timeout: early.timeoutMs } as pg.QueryConfig);
         early.commit.catch(() => undefined);
       }
       if (!first) return res;
@@ -420,6 +421,8 @@ function beginsWithFirst(client: pg.PoolClient, beginSql: string, early?: EarlyC
 /** A write's COMMIT sent with its last statement (Sql.commitWithNext): asked for, then sent. */
 interface EarlyCommit {
   next: boolean;
+  /** The COMMIT's answer timeout (pg's query_timeout), counted from when it is sent with the statement. */
+  timeoutMs: number;
   commit?: Promise<pg.QueryResult>;
 }
 
@@ -1051,7 +1054,7 @@ class PgStore implements PostgresStore {
     const client = await this.#connect();
     let live = true;
     const after: Array<() => void> = [];
-    const early: EarlyCommit | undefined = allowEarly ? { next: false } : undefined;
+    const early: EarlyCommit | undefined = allowEarly ? { next: false, timeoutMs: 2 * (this.#answerMs + ANSWER_GRACE_MS) } : undefined;
     try {
       // Once the COMMIT has gone (commitWithNext), no statement may follow it.
       const v = await fn(this.#sql(beginsWithFirst(client, begin, early), () => live && early?.commit === undefined, after, early));
@@ -1070,12 +1073,19 @@ class PgStore implements PostgresStore {
       this.#mark++; // a COMMIT cut off may have committed: what was read before is not trusted
       live = false;
       began.delete(client);
-      // A COMMIT sent with the last statement is answered first (in the pipeline, before anything sent now). Its
-      // statement failed, so it answered ROLLBACK, and the ROLLBACK below finds no transaction (a warning, no error).
-      // (A callback that threw after its last statement succeeded would have committed: commitWithNext forbids it.)
-      const commitErr = early?.commit ? await early.commit.then(() => undefined, (e: unknown) => e) : undefined;
+      // A COMMIT sent with the last statement is answered first (in the pipeline, before anything sent now). When its
+      // statement failed it answered ROLLBACK, and the ROLLBACK below finds no transaction (a warning, no error).
+      const commit = early?.commit ? await early.commit.then((r) => ({ ok: r.command === 'COMMIT', err: undefined }), (e: unknown) => ({ ok: false, err: e })) : undefined;
+      if (commit?.ok) {
+        // It committed: the last statement never reached the server (pg refused it before sending it, such as a value
+        // it could not send) or the callback threw after it, which commitWithNext forbids. Not a failure to report as
+        // if nothing were kept: what commits is followed by its after-commit work, and the error says it committed.
+        client.release();
+        for (const f of after) f();
+        throw new NodeSvcError('store', `the write committed, but its callback failed after the statement sent with its COMMIT: ${(err as Error)?.message ?? String(err)}`);
+      }
       // Lost, or on a server that takes no writes (a standby): closed, not pooled (the next write connects again).
-      if (lostConnection(err) || (commitErr !== undefined && lostConnection(commitErr))) {
+      if (lostConnection(err) || (commit?.err !== undefined && lostConnection(commit.err))) {
         client.release(true);
         throw err;
       }
