@@ -947,6 +947,12 @@ class PgStore implements PostgresStore {
     const guarded = Date.now() < this.#savepointsUntil;
     const again: Waiting[] = [];
     const done: Array<{ job: Waiting; value: unknown; after: Array<() => void> }> = [];
+    // Jobs whose last statement is on its way (Sql.commitWithNext; without savepoints only): the batch goes on to the
+    // next job without waiting for its answer, so such jobs (a control fact ends with its event; bench/postgres records
+    // events so) travel together instead of one round trip each. They run on the server in order, each after the
+    // statements before it, as they would one by one; their answers are awaited before the COMMIT.
+    const ahead: Array<{ job: Waiting; run: Promise<{ ok: boolean; value?: unknown }>; after: Array<() => void>; failed: () => boolean }> = [];
+    const pendingJobs = () => ahead.splice(0).map((a) => a.job);
     let client: pg.PoolClient | undefined;
     try {
       client = await this.#connect();
@@ -957,14 +963,20 @@ class PgStore implements PostgresStore {
         let sent = false;
         let failed = false;
         const after: Array<() => void> = [];
+        const last: EarlyCommit | undefined = guarded ? undefined : { next: false, timeoutMs: 0 };
+        let lastSent = false;
+        let released!: () => void;
+        const onItsWay = new Promise<undefined>((r) => { released = () => r(undefined); });
         const runner: Runner = {
           query: async (config) => {
             corkUntil(c, process.nextTick);
             const first: Array<Promise<unknown>> = [];
             if (!begun) { begun = true; first.push(c.query('BEGIN')); }
             if (!sent) { sent = true; if (guarded) first.push(c.query('SAVEPOINT job')); }
+            const answer = Promise.all([c.query(config), ...first]);
+            if (last?.next) { last.next = false; lastSent = true; released(); }
             try {
-              const [res] = await Promise.all([c.query(config), ...first]);
+              const [res] = await answer;
               return res as pg.QueryResult;
             } catch (err) {
               failed = true;
@@ -973,14 +985,13 @@ class PgStore implements PostgresStore {
           },
         };
         let thrown: { err: unknown } | undefined;
-        try {
-          const value = await job.fn(this.#sql(runner, () => live, after));
-          live = false;
-          if (!failed) { done.push({ job, value, after }); continue; }
-        } catch (err) {
-          live = false;
-          thrown = { err };
-        }
+        const run = job.fn(this.#sql(runner, () => live && !lastSent, after, last)).then((value) => ({ ok: true, value }), (err: unknown) => ({ ok: false, value: err }));
+        const outcome = await Promise.race([run, onItsWay]);
+        if (outcome === undefined) { ahead.push({ job, run, after, failed: () => failed }); continue; }
+        live = false;
+        if (outcome.ok) {
+          if (!failed) { done.push({ job, value: outcome.value, after }); continue; }
+        } else thrown = { err: outcome.value };
         // A job that threw before any statement of its own has nothing to undo: it fails alone, with its error.
         if (thrown && !sent) { job.reject(this.wrap(thrown.err)); continue; }
         // The job failed: back to its savepoint. It fails alone with its own error when none of its statements
@@ -993,7 +1004,7 @@ class PgStore implements PostgresStore {
             // No savepoint to go back to: the batch is rolled back (the catch below) and each of its jobs runs again
             // alone.
             this.stats.rolledBack++;
-            again.push(...done.splice(0).map((d) => d.job), ...jobs.slice(jobs.indexOf(job)));
+            again.push(...done.splice(0).map((d) => d.job), ...pendingJobs(), ...jobs.slice(jobs.indexOf(job)));
             throw BATCH_ROLLED_BACK;
           }
           if (sent) await c.query('ROLLBACK TO SAVEPOINT job');
@@ -1002,12 +1013,28 @@ class PgStore implements PostgresStore {
           // The connection is gone and the batch with it, nothing of it committed: this job fails as it would alone
           // (503); the jobs before it and after it run again, each in a transaction of its own.
           job.reject(this.wrap(err));
-          again.push(...done.splice(0).map((d) => d.job), ...jobs.slice(jobs.indexOf(job) + 1));
+          again.push(...done.splice(0).map((d) => d.job), ...pendingJobs(), ...jobs.slice(jobs.indexOf(job) + 1));
           throw err;
         }
         if (failed) again.push(job);
         else job.reject(this.wrap(thrown!.err));
       }
+      // The jobs whose last statement went on without waiting: all answered, or the batch runs again one by one (a
+      // failed statement aborted the transaction for every job after it; no savepoints here).
+      for (let i = 0; i < ahead.length; i++) {
+        const a = ahead[i]!;
+        const r = await a.run;
+        if (r.ok && !a.failed()) continue;
+        // The connection lost: no COMMIT was sent, nothing kept; every job of the batch fails (503, the catch below).
+        if (!r.ok && lostConnection(r.value)) throw r.value;
+        this.#savepointsUntil = Date.now() + SAVEPOINTS_HOLD_MS;
+        this.stats.rolledBack++;
+        // Every job not already failed alone runs again, in the batch's order (finally, below).
+        again.push(...done.splice(0).map((d) => d.job), ...pendingJobs());
+        throw BATCH_ROLLED_BACK;
+      }
+      for (const a of ahead.splice(0)) done.push({ job: a.job, value: (await a.run).value, after: a.after });
+      done.sort((x, y) => jobs.indexOf(x.job) - jobs.indexOf(y.job)); // answers and after-commit work in the batch's order
       if (begun) {
         const res = await c.query('COMMIT');
         if (res.command !== 'COMMIT') throw new NodeSvcError('store', 'the transaction was rolled back by the database');

@@ -34,8 +34,10 @@ export interface Sql {
    * waits for the statement's answer to send it; the write resolves once the COMMIT's answer is in). After it, the
    * callback only returns: any further statement is refused, and nothing it does may fail (the COMMIT has gone; a
    * throw then would report a failure of a write that committed). A statement that finds it must not be the last
-   * throws EarlyCommitRefused: the write runs again from the start without this. Absent where there is nothing to
-   * gain (SQLite; a write that runs in a batch with others): the statement runs as any other.
+   * throws EarlyCommitRefused: the write runs again from the start without this. In a batch of writes (store/postgres.ts
+   * #runBatch, without savepoints) it means the same promise: the batch sends the next write's statements without
+   * waiting for this one's answer, and commits them all together. Absent where there is nothing to gain (SQLite; a
+   * batch with savepoints; transaction()): the statement runs as any other.
    */
   commitWithNext?(): void;
 }

@@ -359,6 +359,73 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(xmins).toHaveLength(1); // one transaction, no subtransaction of its own per job
     });
 
+    it('a batch whose jobs end with commitWithNext: each next job starts before the last one\'s answer (one packet, not a round trip each), in order, one commit', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, seen BIGINT)');
+      const held = gate();
+      const holder = s.write(async (tx) => { await tx.run('INSERT INTO w(id, seen) VALUES (100, 0)'); await held.p; });
+      const log: string[] = [];
+      const before = { ...s.stats };
+      // Each job counts the rows before it in its last statement: in order, each sees the ones before it.
+      const queued = [1, 2, 3, 4].map((id) => s.write(async (tx) => {
+        log.push(`start ${id}`);
+        tx.commitWithNext!();
+        const n = await tx.value<number>('INSERT INTO w(id, seen) SELECT ?, COUNT(*) FROM w WHERE id < 100 RETURNING seen', [id]);
+        log.push(`answer ${id}`);
+        return n;
+      }));
+      await sleep(50);
+      held.open();
+      await holder;
+      expect(await Promise.all(queued)).toEqual([0, 1, 2, 3]);
+      expect(log.indexOf('start 4')).toBeLessThan(log.indexOf('answer 1')); // all sent before the first answer came
+      expect(s.stats.commits - before.commits).toBe(2); // the holder, the batch
+      const xmins = await s.q.all<{ x: string }>('SELECT DISTINCT CAST(xmin AS TEXT) AS x FROM w WHERE id < 100');
+      expect(xmins).toHaveLength(1);
+    });
+
+    it('a batch of such jobs where one last statement fails: nothing of the batch kept, each runs again alone, the failing one fails with its own error', async () => {
+      const s = await openAt(await freshDb(), { poolSize: 1 });
+      await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      await s.q.run('INSERT INTO w(id) VALUES (3)');
+      const held = gate();
+      const holder = s.write(async (tx) => { await tx.run('INSERT INTO w(id) VALUES (100)'); await held.p; });
+      const before = { ...s.stats };
+      const runs = new Map<number, number>();
+      const queued = [1, 2, 3, 4].map((id) => s.write(async (tx) => {
+        runs.set(id, (runs.get(id) ?? 0) + 1);
+        tx.commitWithNext!();
+        return tx.run('INSERT INTO w(id) VALUES (?)', [id]); // 3 is taken
+      }).then(() => 'ok', (e: { code?: string }) => e.code));
+      await sleep(50);
+      held.open();
+      await holder;
+      expect(await Promise.all(queued)).toEqual(['ok', 'ok', '23505', 'ok']);
+      expect(await s.q.all('SELECT id FROM w ORDER BY id')).toEqual([{ id: 1 }, { id: 2 }, { id: 3 }, { id: 4 }, { id: 100 }]);
+      expect([...runs.values()]).toEqual([2, 2, 2, 2]); // the batch, then each alone
+      expect(s.stats.rolledBack - before.rolledBack).toBe(1);
+      // A job that waits for its answer after ones that did not: its statement fails too (the transaction aborted by
+      // the duplicate before it), and the ones still on their way run again with it. (A new store: this one now holds
+      // savepoints for SAVEPOINTS_HOLD_MS after that failure, and batches with savepoints offer no commitWithNext.)
+      const s2 = await openAt(await freshDb(), { poolSize: 1 });
+      await s2.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY)');
+      await s2.q.run('INSERT INTO w(id) VALUES (3)');
+      const held2 = gate();
+      const holder2 = s2.write(async (tx) => { await tx.run('INSERT INTO w(id) VALUES (101)'); await held2.p; });
+      runs.clear();
+      const mixed = [[11, true], [3, true], [15, false]].map(([id, last]) => s2.write(async (tx) => {
+        runs.set(id as number, (runs.get(id as number) ?? 0) + 1);
+        if (last) tx.commitWithNext!();
+        return tx.run('INSERT INTO w(id) VALUES (?)', [id]);
+      }).then(() => 'ok', (e: { code?: string }) => e.code));
+      await sleep(50);
+      held2.open();
+      await holder2;
+      expect(await Promise.all(mixed)).toEqual(['ok', '23505', 'ok']);
+      expect([...runs.values()]).toEqual([2, 2, 2]);
+      expect(await s2.q.value('SELECT COUNT(*) FROM w WHERE id IN (11, 15)')).toBe(2);
+    });
+
     it('lone statements (writeOne, q.run) that find every connection busy go together: one transaction sent at once, one commit, each its own answer', async () => {
       const s = await openAt(await freshDb(), { poolSize: 2 });
       await s.q.run('CREATE TABLE w (id BIGINT PRIMARY KEY, tx TEXT)');
