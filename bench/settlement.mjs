@@ -201,8 +201,7 @@ function poolHolds(c) {
     if (mined + 1000 < c.minerStartWall) continue; // mined before the stall: not this run's question
     counted++;
     if (mined - from <= window) continue; // the block's timestamp is at most 1 s early: this is > 2 blocks
-    const again = at.find((t) => t > from && t <= mined + 1000 && t >= mined - window);
-    held.push({ nonce, waitedMs: mined - from, again: again !== undefined });
+    held.push({ nonce, waitedMs: mined - from, again: at.some((t) => t > from && t <= mined + 1000 && t >= mined - window) });
   }
   return { counted, held: held.sort((a, b) => a.nonce - b.nonce) };
 }

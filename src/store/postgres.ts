@@ -700,7 +700,7 @@ class PgStore implements PostgresStore {
     return out;
   }
 
-  #sql(runner: Runner, live: () => boolean, after?: Array<() => void>, early?: EarlyCommit): Sql {
+  #sql(runner: Runner, live: () => boolean, after?: Array<() => void>, early?: Pick<EarlyCommit, 'next'>): Sql {
     const exec = async (sql: string, params: Params | undefined): Promise<pg.QueryResult> => {
       if (!live()) throw new Error('this transaction has ended: a write()/transaction() callback used its tx after it returned');
       const c = compileSql(sql);
@@ -963,7 +963,7 @@ class PgStore implements PostgresStore {
         let sent = false;
         let failed = false;
         const after: Array<() => void> = [];
-        const last: EarlyCommit | undefined = guarded ? undefined : { next: false, timeoutMs: 0 };
+        const last = guarded ? undefined : { next: false }; // commitWithNext asks; the runner below sees it
         let lastSent = false;
         let released!: () => void;
         const onItsWay = new Promise<undefined>((r) => { released = () => r(undefined); });
@@ -1021,8 +1021,7 @@ class PgStore implements PostgresStore {
       }
       // The jobs whose last statement went on without waiting: all answered, or the batch runs again one by one (a
       // failed statement aborted the transaction for every job after it; no savepoints here).
-      for (let i = 0; i < ahead.length; i++) {
-        const a = ahead[i]!;
+      for (const a of ahead) {
         const r = await a.run;
         if (r.ok && !a.failed()) continue;
         // The connection lost: no COMMIT was sent, nothing kept; every job of the batch fails (503, the catch below).
