@@ -6,7 +6,7 @@ export const NODE_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:-]{0,127}$/;
 /** Stream, budget, subscription ids chosen by issuers: printable, bounded, no slash (they sit in paths). */
 export const EXTERNAL_ID_RE = /^[A-Za-z0-9][A-Za-z0-9._:@+=-]{0,255}$/;
 
-const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+export const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 /** Random bytes fetched at once: 16 are used per new millisecond, so one call to the CSPRNG serves 256 of them. */
 const POOL_BYTES = 4096;
 let pool = Buffer.alloc(0);
@@ -19,8 +19,8 @@ let randomHead = '';
 
 /**
  * Monotonic ULID: sortable by creation, unique within the process even in the same millisecond (the random part of
- * the last id plus one; past its largest value, the next millisecond). An event's fan-out asks for eight at once, so
- * the same millisecond is the common case: its id costs one digit's change, not the 26 digits rebuilt and a call to
+ * the last id plus one; past its largest value, the next millisecond). Many ids in one millisecond is the common case
+ * under load (an event, its deliveries' block, the attempts): such an id costs one digit's change, not the 26 digits rebuilt and a call to
  * the CSPRNG for each new millisecond (randomBytes and the string building were ~3 % of the PostgreSQL daemon's CPU
  * on control facts, bench/postgres).
  */
@@ -60,6 +60,24 @@ function digits(values: Uint8Array, n: number): string {
   let out = '';
   for (let k = 0; k < n; k++) out += CROCKFORD[values[k]!];
   return out;
+}
+
+/** The base-32 digits at the end of an id that a block (newIdBlock) leaves to its user: 32^4, 1,048,576 ids. */
+export const BLOCK_DIGITS = 4;
+
+/**
+ * The first 22 characters of ids that nothing else in this process will ever start with (`prefix_` and the ULID's
+ * time and first 12 random digits): the caller makes up to 32^BLOCK_DIGITS ids by appending BLOCK_DIGITS digits of
+ * its own, in order (an event's fan-out does so in SQL, one id per matching subscription, however many match). The
+ * ids before it are all smaller, the ids after it all larger: the last BLOCK_DIGITS random digits are set to their
+ * largest before it is taken (so it starts a new prefix) and again after (so the next id does).
+ */
+export function newIdBlock(prefix: IdPrefix, now: number = Date.now()): string {
+  const fill = () => random.fill(31, 16 - BLOCK_DIGITS);
+  fill();
+  const first = ulid(now);
+  fill();
+  return `${prefix}_${first.slice(0, 26 - BLOCK_DIGITS)}`;
 }
 
 export type IdPrefix = 'evt' | 'whk' | 'dlv' | 'atm' | 'tok' | 'ctl' | 'stl' | 'alr' | 'x4p';

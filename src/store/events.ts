@@ -1,11 +1,8 @@
 // The transactional outbox: the only SQL that writes or reads events.
 import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js';
-
-/** PostgreSQL: deliveries made in the event's own statement (more subscriptions than this take one more each). */
-const FAN_OUT_IDS = 8;
-import { newId } from '../domain/ids.js';
+import { BLOCK_DIGITS, CROCKFORD, newId, newIdBlock } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import { EarlyCommitRefused, onCommit, type Sql } from './sql.js';
+import { onCommit, type Sql } from './sql.js';
 import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
@@ -45,32 +42,26 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   if (tx.dialect === 'postgres') {
     // One statement, one round trip: the event, and its delivery to each active subscription of the node that takes
     // its kind (matches(), in SQL: the kind in the subscription's schema version, and in its events list, a JSON array
-    // of kind names or '*'), ids made here, and their count (countInserted). Past FAN_OUT_IDS subscriptions the rest
-    // are inserted below.
-    const ids = Array.from({ length: FAN_OUT_IDS }, () => newId('dlv'));
-    // The write's last statement (opts.last): its COMMIT goes with it (Sql.commitWithNext), so nothing may follow it.
-    // The deliveries past FAN_OUT_IDS would: the statement then fails on purpose (a division by zero, nothing else in
-    // it divides) and the write runs again with its COMMIT on its own.
-    const last = opts.last === true && tx.commitWithNext !== undefined;
-    if (last) tx.commitWithNext!();
-    const rows = await tx.all<{ seq: number; subscription: string | null; k: number | null; matched: number }>(
+    // of kind names or '*'), and their count (countInserted). The delivery ids are made here too, however many match:
+    // a block of ids reserved in this process (newIdBlock), the k-th subscription (by id) getting the block's k-th id,
+    // so they are ids as newId makes them, in the same order. (A node has at most 10,000 subscriptions, --max-subscriptions;
+    // a block holds 32^4: an id past it would repeat one, and the unique key would refuse the write, never drop a delivery.)
+    // The write's last statement (opts.last): its COMMIT goes with it (Sql.commitWithNext); nothing follows it here.
+    if (opts.last === true && tx.commitWithNext !== undefined) tx.commitWithNext();
+    const digit = (place: number) => `substr('${CROCKFORD}', CAST((s.k / ${32 ** place}) % 32 AS INTEGER) + 1, 1)`;
+    const kthId = Array.from({ length: BLOCK_DIGITS }, (_, i) => digit(BLOCK_DIGITS - 1 - i)).join(' || ');
+    const row = await tx.get<{ seq: number; made: number }>(
       `WITH e AS (${insert}),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
           WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
-          SELECT (CAST(@ids AS TEXT[]))[s.k], e.seq, s.id, 'pending', @now, @now, 0 FROM e, s WHERE s.k <= ${FAN_OUT_IDS}
+          SELECT @block || ${kthId}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
           RETURNING subscription_id),
         c AS (${countInserted('d')})
-      SELECT e.seq, s.id AS subscription, s.k, (SELECT COUNT(*) FROM s) AS matched${last ? `, 1 / (CASE WHEN (SELECT COUNT(*) FROM s) > ${FAN_OUT_IDS} THEN 0 ELSE 1 END) AS fits` : ''}
-      FROM e LEFT JOIN s ON s.k > ${FAN_OUT_IDS}`,
-      { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), ids })
-      .catch((err: unknown) => {
-        if (last && (err as { code?: unknown }).code === '22012') throw new EarlyCommitRefused(`more than ${FAN_OUT_IDS} subscriptions take this event`);
-        throw err;
-      });
-    seq = Number(rows[0]!.seq);
-    for (const r of rows) if (r.subscription !== null) await deliveries.insert(tx, seq, r.subscription, now);
-    if (Number(rows[0]!.matched) > 0) wakeAfter(tx);
+      SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`,
+      { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), block: newIdBlock('dlv') });
+    seq = Number(row!.seq);
+    if (Number(row!.made) > 0) wakeAfter(tx);
     return { seq, id, type, externalRef, occurredAt: now };
   } else {
     seq = Number(await tx.value<number>(insert, values));

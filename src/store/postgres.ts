@@ -8,7 +8,7 @@ import pg from 'pg';
 import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { INLINE_COUNTS } from './migrations/0230-inline-insert-counts.js';
-import { EarlyCommitRefused, faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
+import { faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
 
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
@@ -874,20 +874,13 @@ class PgStore implements PostgresStore {
   async #runWrite<T>(fn: (tx: Sql) => Promise<T>): Promise<T> {
     this.#running++;
     try {
-      let early = true;
       for (let attempt = 1; ; attempt++) {
         try {
-          const v = await this.#inTransaction('BEGIN', fn, early);
+          const v = await this.#inTransaction('BEGIN', fn, true);
           this.#committed();
           this.stats.jobs++;
           return v;
         } catch (err) {
-          // Its last statement could not go with the COMMIT (nothing was kept): again, the COMMIT on its own.
-          if (err instanceof EarlyCommitRefused && early) {
-            early = false;
-            attempt--;
-            continue;
-          }
           if (isRetryable(err) && attempt < WRITE_RETRIES) {
             await new Promise((r) => setTimeout(r, Math.random() * 5 * attempt));
             continue;
@@ -1130,7 +1123,7 @@ class PgStore implements PostgresStore {
     try {
       // What these transactions hold (claims, leases) may be lost in a crash without harm (at worst a resend), so
       // their commit does not wait for the WAL flush; a later durable commit flushes it anyway.
-      // Without commitWithNext: nothing here runs such a write again (#runWrite does, for EarlyCommitRefused).
+      // Without commitWithNext (a write with its own COMMIT: there is no round trip to save).
       return await this.#inTransaction('BEGIN; SET LOCAL synchronous_commit TO off', fn, false);
     } catch (err) {
       throw this.wrap(err);

@@ -33,25 +33,12 @@ export interface Sql {
    * the same packet (one round trip fewer: the server runs the COMMIT as soon as the statement is done, and nothing
    * waits for the statement's answer to send it; the write resolves once the COMMIT's answer is in). After it, the
    * callback only returns: any further statement is refused, and nothing it does may fail (the COMMIT has gone; a
-   * throw then would report a failure of a write that committed). A statement that finds it must not be the last
-   * throws EarlyCommitRefused: the write runs again from the start without this. In a batch of writes (store/postgres.ts
+   * throw then would report a failure of a write that committed). In a batch of writes (store/postgres.ts
    * #runBatch, without savepoints) it means the same promise: the batch sends the next write's statements without
    * waiting for this one's answer, and commits them all together. Absent where there is nothing to gain (SQLite; a
    * batch with savepoints; transaction()): the statement runs as any other.
    */
   commitWithNext?(): void;
-}
-
-/**
- * Thrown by a statement sent with its COMMIT (commitWithNext) that found work left for after it (recordEvent: more
- * matching subscriptions than delivery ids made ahead): nothing of the transaction was kept, and the store runs the
- * write again without commitWithNext.
- */
-export class EarlyCommitRefused extends Error {
-  constructor(why: string) {
-    super(`the transaction's last statement cannot go with its COMMIT: ${why}`);
-    this.name = 'EarlyCommitRefused';
-  }
 }
 
 /** A message from a write made anywhere (this daemon, another daemon, the CLI) that caches must drop `key`. */

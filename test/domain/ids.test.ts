@@ -1,7 +1,8 @@
-// ulid: sortable, unique and in creation order, also when many are made in one millisecond (an event's fan-out takes
-// eight at once) and when the clock steps back; its time part is the millisecond it was made in.
+// ulid: sortable, unique and in creation order, also when many are made in one millisecond and when the clock steps
+// back; its time part is the millisecond it was made in. newIdBlock: ids that nothing else in the process makes (an
+// event's fan-out makes one per matching subscription from it, in SQL).
 import { describe, expect, it } from 'vitest';
-import { newId, plusOne, ulid } from '../../src/domain/ids.js';
+import { BLOCK_DIGITS, newId, newIdBlock, plusOne, ulid } from '../../src/domain/ids.js';
 
 const CROCKFORD = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
 const decode = (text: string): bigint => [...text].reduce((n, c) => n * 32n + BigInt(CROCKFORD.indexOf(c)), 0n);
@@ -47,5 +48,30 @@ describe('ulid', () => {
     const c = ulid(t);
     expect(a < b && b < c).toBe(true);
     expect(b.slice(0, 10)).toBe(a.slice(0, 10));
+  });
+
+  it('newIdBlock: every id of the block sorts after the ids made before it and before the ids made after it, in the same millisecond or a new one', () => {
+    const t = Date.now() + 4_000_000;
+    const block = (b: string) => ({ lo: `${b}${'0'.repeat(BLOCK_DIGITS)}`, hi: `${b}${'Z'.repeat(BLOCK_DIGITS)}` });
+    for (const before of [1, 7, 40]) {
+      // In one millisecond, after ids whose last digits are not zero (so a block taken from the last one's digits would
+      // hold ids already made): the block starts a new prefix, and the next id comes after all of it.
+      const made = Array.from({ length: before }, () => `dlv_${ulid(t)}`);
+      const b = newIdBlock('dlv', t);
+      const next = `dlv_${ulid(t)}`;
+      expect(b).toMatch(new RegExp(`^dlv_[0-9A-HJKMNP-TV-Z]{${26 - BLOCK_DIGITS}}$`));
+      const { lo, hi } = block(b);
+      for (const id of made) expect(id < lo, `${id} before ${lo}`).toBe(true);
+      expect(hi < next, `${hi} before ${next}`).toBe(true);
+      expect(next.slice(4, 14)).toBe(b.slice(4, 14)); // still that millisecond
+    }
+    // A new millisecond: the block takes its time part, and the ids after it (same millisecond) sort after it.
+    const b = newIdBlock('dlv', t + 10);
+    expect(decode(b.slice(4, 14))).toBe(BigInt(t + 10));
+    const after = Array.from({ length: 3 }, () => `dlv_${ulid(t + 10)}`);
+    for (const id of after) expect(block(b).hi < id).toBe(true);
+    // Two blocks in a row never overlap.
+    const b2 = newIdBlock('dlv', t + 10);
+    expect(block(b).hi < block(b2).lo).toBe(true);
   });
 });

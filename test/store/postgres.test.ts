@@ -694,7 +694,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
   });
 
   describe('recordEvent on PostgreSQL (one statement with its fan-out)', () => {
-    it('makes exactly the deliveries matches() says, past the ids made in the statement too, and counts them', async () => {
+    it('makes exactly the deliveries matches() says, however many match, with ids in the subscriptions\' order, and counts them', async () => {
       const s = await openAt(await freshDb());
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
       const subs: Array<{ id: string; events: string; schema_version: '1.0.0' | '1.1.0'; node: string; status: string }> = [];
@@ -712,12 +712,25 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         const want = subs.filter((x) => x.node === 'n1' && x.status === 'active' && matches(x, kind)).map((x) => x.id).sort();
         expect(got.map((r) => r.subscription_id), kind).toEqual(want);
         expect(want.length).toBeGreaterThan(0);
-        for (const r of got) expect(r.id).toMatch(/^dlv_[0-9A-Z]{26}$/); // the same ids as deliveries.insert makes
+        for (const r of got) expect(r.id).toMatch(/^dlv_[0-9A-HJKMNP-TV-Z]{26}$/); // ids as deliveries.insert makes them
         expect(new Set(got.map((r) => r.id)).size).toBe(got.length);
+        // Made in the statement from one block (newIdBlock), the k-th subscription by id the k-th id: in the same order.
+        expect(got.map((r) => r.id)).toEqual(got.map((r) => r.id).sort());
       }
-      // '*' and budget.halted subscriptions of both versions: more than the statement's own ids (FAN_OUT_IDS, 8, in
-      // src/store/events.ts; with 14 subscriptions, as here until 2026-11-30, 6 matched and the path past them went untested).
+      // '*' and budget.halted subscriptions of both versions: more than the 8 ids the statement made ahead until
+      // 2026-11-30 (past them, it inserted the rest one by one).
       expect(subs.filter((x) => x.node === 'n1' && x.status === 'active' && matches(x, 'budget.halted')).length).toBeGreaterThan(8);
+      // Past 32 digits' worth of subscriptions the id's second digit from the end moves too: 40 more on n2, all taking it.
+      await s.write(async (tx) => {
+        for (let i = 0; i < 40; i++)
+          await subscriptions.insert(tx, { id: `whk_n2_${String(i).padStart(2, '0')}`, node_id: 'n2', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
+      });
+      const wide = await s.write((tx) => recordEvent(tx, 'n2', 'budget.halted', 'ref', {}, 1000));
+      const ids = (await s.q.all<{ id: string }>('SELECT id FROM deliveries WHERE event_seq = ? ORDER BY subscription_id', [wide.seq])).map((r) => r.id);
+      expect(ids.length).toBe(41);
+      expect(new Set(ids).size).toBe(41);
+      expect(ids).toEqual([...ids].sort());
+      expect(new Set(ids.map((id) => id.slice(0, -4))).size).toBe(1); // one block
       // The counters the triggers keep agree with the rows, summed over their slots.
       const counted = await s.q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'pending'");
       expect(Number(counted)).toBe(await s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
@@ -781,19 +794,19 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(await s.write(async (tx) => tx.run('INSERT INTO c(id) VALUES (6)'))).toBe(1); // and the connection goes on
     });
 
-    it('recordEvent as the last statement: every matching subscription gets its delivery, past the ids made ahead too (the write runs again)', async () => {
+    it('recordEvent as the last statement: every matching subscription gets its delivery, in the one run, the event committed with it', async () => {
       const s = await openAt(await freshDb());
       await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
       await s.write(async (tx) => {
-        // n1: 11 subscriptions taking budget.halted (more than the 8 delivery ids the statement makes), 1 that does not; n2: 3.
+        // n1: 11 subscriptions taking budget.halted (more than the 8 delivery ids the statement made ahead until 2026-11-30,
+        // when past them the statement failed on purpose and the write ran again), 1 that does not; n2: 3.
         for (let i = 0; i < 12; i++)
           await subscriptions.insert(tx, { id: `whk_a${String(i).padStart(2, '0')}`, node_id: 'n1', url: 'https://r.example/h', events: i === 11 ? '["stream.revoked"]' : '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
         for (let i = 0; i < 3; i++)
           await subscriptions.insert(tx, { id: `whk_b${i}`, node_id: 'n2', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
       });
-      // n1: the first run's statement refuses to go with the COMMIT (nothing kept), the second sends the COMMIT on its
-      // own: two runs. n2: one run, and its event is committed before the callback returns (the COMMIT went with it).
-      for (const [node, want, runsWanted] of [['n1', 11, 2], ['n2', 3, 1]] as const) {
+      // One run each, and the event is committed before the callback returns (the COMMIT went with it).
+      for (const [node, want] of [['n1', 11], ['n2', 3]] as const) {
         const id = `evt_${node}_last`;
         let runs = 0;
         let seenEarly = false;
@@ -802,11 +815,11 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
           await tx.run("INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES (?, 'b1', 'halted', '[]', NULL, 0)", [node]);
           const ev = await recordEvent(tx, node, 'budget.halted', 'budget:b1', { budget: 'b1' }, 1000, id, { last: true });
           // (A test only: a write reads through nothing but its tx.)
-          if (node === 'n2') seenEarly = !!(await waitFor(async () => (await s.q.value('SELECT COUNT(*) FROM events WHERE id = ?', [id])) === 1, 'the event committed with its statement', 10_000));
+          seenEarly = !!(await waitFor(async () => (await s.q.value('SELECT COUNT(*) FROM events WHERE id = ?', [id])) === 1, 'the event committed with its statement', 10_000));
           return ev;
         });
-        expect(runs).toBe(runsWanted);
-        if (node === 'n2') expect(seenEarly).toBe(true);
+        expect(runs).toBe(1);
+        expect(seenEarly).toBe(true);
         expect(await s.q.value('SELECT COUNT(*) FROM events WHERE id = ?', [id])).toBe(1);
         expect(await s.q.value('SELECT COUNT(*) FROM deliveries WHERE event_seq = ?', [e.seq])).toBe(want);
         expect(await s.q.value('SELECT COUNT(*) FROM budgets WHERE node_id = ?', [node])).toBe(1); // the write's other statement, once
@@ -1179,7 +1192,7 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       await s.write((tx) => recordEvent(tx, 'n', 'budget.halted', 'r2', { budget: 'b', reason: 'anomaly' }));
       await s.write((tx) => deliveries.insert(tx, seq, 'sa', 2, true));
       expect(await kept()).toEqual({ 'sa pending': 2, 'sb pending': 1, 'sb dead': 1, 'sb retrying': 1 });
-      // Past 8 subscriptions a fan-out inserts the rest one by one (deliveries.insert): each counted once too.
+      // A fan-out to 11 subscriptions (past the 8 ids it made ahead until 2026-11-30): each counted once, by its statement.
       for (let i = 0; i < 9; i++) {
         await s.q.run("INSERT INTO webhook_subscriptions(id, node_id, url, events, schema_version, status, secret, created_at, updated_at) VALUES (?, 'n', 'https://r.example/', '*', '1.1.0', 'active', 'k', 1, 1)", [`sx${i}`]);
       }
