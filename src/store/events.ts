@@ -15,6 +15,15 @@ export const onEventRecorded = (wake: () => void): (() => void) => {
   return () => wakers.delete(wake);
 };
 
+/**
+ * PostgreSQL: the last BLOCK_DIGITS characters of the k-th id of a block (newIdBlock), `k` a bigint expression from 0 to
+ * 32^BLOCK_DIGITS - 1: its Crockford base-32 digits, the most significant first, so ids sort as their k.
+ */
+export function blockDigitsSql(k: string): string {
+  const digit = (place: number) => `substr('${CROCKFORD}', CAST((${k} / ${32 ** place}) % 32 AS INTEGER) + 1, 1)`;
+  return Array.from({ length: BLOCK_DIGITS }, (_, i) => digit(BLOCK_DIGITS - 1 - i)).join(' || ');
+}
+
 export interface RecordedEvent {
   seq: number;
   id: string;
@@ -48,14 +57,12 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
     // a block holds 32^4: an id past it would repeat one, and the unique key would refuse the write, never drop a delivery.)
     // The write's last statement (opts.last): its COMMIT goes with it (Sql.commitWithNext); nothing follows it here.
     if (opts.last === true && tx.commitWithNext !== undefined) tx.commitWithNext();
-    const digit = (place: number) => `substr('${CROCKFORD}', CAST((s.k / ${32 ** place}) % 32 AS INTEGER) + 1, 1)`;
-    const kthId = Array.from({ length: BLOCK_DIGITS }, (_, i) => digit(BLOCK_DIGITS - 1 - i)).join(' || ');
     const row = await tx.get<{ seq: number; made: number }>(
       `WITH e AS (${insert}),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
           WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
-          SELECT @block || ${kthId}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
+          SELECT @block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
           RETURNING subscription_id),
         c AS (${countInserted('d')})
       SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`,

@@ -73,5 +73,10 @@ describe('ulid', () => {
     // Two blocks in a row never overlap.
     const b2 = newIdBlock('dlv', t + 10);
     expect(block(b).hi < block(b2).lo).toBe(true);
+    // A clock behind the last id: the block stays on the latest millisecond seen, after every id before it.
+    const last = `dlv_${ulid(t + 20)}`;
+    const behind = newIdBlock('dlv', t - 5_000);
+    expect(behind.slice(4, 14)).toBe(last.slice(4, 14));
+    expect(last < block(behind).lo && block(behind).hi < `dlv_${ulid(t + 20)}`).toBe(true);
   });
 });

@@ -13,7 +13,7 @@ import { openSqliteStore } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
 import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-statement-counts.js';
 import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, SAVEPOINTS_HOLD_MS, type PostgresStore } from '../../src/store/postgres.js';
-import { onEventRecorded, recordEvent } from '../../src/store/events.js';
+import { blockDigitsSql, onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { claimDue, deliveries, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
 import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
@@ -731,6 +731,12 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       expect(new Set(ids).size).toBe(41);
       expect(ids).toEqual([...ids].sort());
       expect(new Set(ids.map((id) => id.slice(0, -4))).size).toBe(1); // one block
+      // Every digit of the encoding, against the same digits made in JS (41 subscriptions move only the last two).
+      const ks = [0, 1, 31, 32, 33, 1023, 1024, 32767, 32768, 1048574, 1048575];
+      const crockford = '0123456789ABCDEFGHJKMNPQRSTVWXYZ';
+      const js = (k: number) => [32768, 1024, 32, 1].map((p) => crockford[Math.floor(k / p) % 32]).join('');
+      const sql = await s.q.all<{ k: number; d: string }>(`SELECT k, ${blockDigitsSql('k')} AS d FROM (SELECT CAST(unnest(CAST(? AS BIGINT[])) AS BIGINT) AS k) v ORDER BY k`, [ks]);
+      expect(sql.map((r) => r.d)).toEqual(ks.map(js));
       // The counters the triggers keep agree with the rows, summed over their slots.
       const counted = await s.q.value<number>("SELECT CAST(SUM(n) AS BIGINT) FROM delivery_counts WHERE state = 'pending'");
       expect(Number(counted)).toBe(await s.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
