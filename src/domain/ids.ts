@@ -20,9 +20,9 @@ let randomHead = '';
 /**
  * Monotonic ULID: sortable by creation, unique within the process even in the same millisecond (the random part of
  * the last id plus one; past its largest value, the next millisecond). Many ids in one millisecond is the common case
- * under load (an event, its deliveries' block, the attempts): such an id costs one digit's change, not the 26 digits rebuilt and a call to
- * the CSPRNG for each new millisecond (randomBytes and the string building were ~3 % of the PostgreSQL daemon's CPU
- * on control facts, bench/postgres).
+ * under load (an event, its deliveries' block, the attempts): such an id costs one digit's change, not the 26 digits
+ * rebuilt and a call to the CSPRNG for each new millisecond (randomBytes and the string building were ~3 % of the
+ * PostgreSQL daemon's CPU on control facts, bench/postgres).
  */
 export function ulid(now: number = Date.now()): string {
   if (now <= lastTime) {

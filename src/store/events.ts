@@ -24,6 +24,19 @@ export function blockDigitsSql(k: string): string {
   return Array.from({ length: BLOCK_DIGITS }, (_, i) => digit(BLOCK_DIGITS - 1 - i)).join(' || ');
 }
 
+const SQLITE_INSERT = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
+/** recordEvent's PostgreSQL statement, made once: its text is the same for every event (and so is the store's cache key). */
+let pgRecord: string | undefined;
+const pgRecordSql = () => (pgRecord ??= `WITH e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body)
+          VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq),
+        s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
+          WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
+        d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
+          SELECT @block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
+          RETURNING subscription_id),
+        c AS (${countInserted('d')})
+      SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`);
+
 export interface RecordedEvent {
   seq: number;
   id: string;
@@ -42,38 +55,24 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
   const base = { id, type, occurredAt: iso(now), externalRef, data };
   // Stored once, at 1.1.0: a 1.0.0 subscription's envelope is made from it when claimed (bodyV100; migration 0200).
   const body = envelopeBody(base, '1.1.0');
-  const insert = tx.dialect === 'postgres'
-    ? 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq'
-    : 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
-  const values = [id, nodeId, type, externalRef, now, body];
-  let seq: number;
-  let subs: Awaited<ReturnType<typeof subscriptions.activeForNode>>;
   if (tx.dialect === 'postgres') {
     // One statement, one round trip: the event, and its delivery to each active subscription of the node that takes
     // its kind (matches(), in SQL: the kind in the subscription's schema version, and in its events list, a JSON array
     // of kind names or '*'), and their count (countInserted). The delivery ids are made here too, however many match:
     // a block of ids reserved in this process (newIdBlock), the k-th subscription (by id) getting the block's k-th id,
-    // so they are ids as newId makes them, in the same order. (A node has at most 10,000 subscriptions, --max-subscriptions;
-    // a block holds 32^4: an id past it would repeat one, and the unique key would refuse the write, never drop a delivery.)
-    // The write's last statement (opts.last): its COMMIT goes with it (Sql.commitWithNext); nothing follows it here.
+    // so they are ids as newId makes them, in the same order. (A node has at most 10,000 subscriptions,
+    // --max-subscriptions; a block holds 32^4: an id past it would repeat one, and the unique key would refuse the
+    // write, never drop a delivery.) The write's last statement (opts.last): its COMMIT goes with it
+    // (Sql.commitWithNext); nothing follows it here.
     if (opts.last === true && tx.commitWithNext !== undefined) tx.commitWithNext();
-    const row = await tx.get<{ seq: number; made: number }>(
-      `WITH e AS (${insert}),
-        s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
-          WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
-        d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
-          SELECT @block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
-          RETURNING subscription_id),
-        c AS (${countInserted('d')})
-      SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`,
+    const row = await tx.get<{ seq: number; made: number }>(pgRecordSql(),
       { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), block: newIdBlock('dlv') });
-    seq = Number(row!.seq);
     if (Number(row!.made) > 0) wakeAfter(tx);
-    return { seq, id, type, externalRef, occurredAt: now };
-  } else {
-    seq = Number(await tx.value<number>(insert, values));
-    subs = await subscriptions.activeForNode(tx, nodeId);
+    return { seq: Number(row!.seq), id, type, externalRef, occurredAt: now };
   }
+  // SQLite: the event, then one delivery per matching subscription (statements in this process cost no round trip).
+  const seq = Number(await tx.value<number>(SQLITE_INSERT, [id, nodeId, type, externalRef, now, body]));
+  const subs = await subscriptions.activeForNode(tx, nodeId);
   const e = { seq, id, type, externalRef, occurredAt: now };
   let made = 0;
   for (const sub of subs) if (matches(sub, type)) { await deliveries.insert(tx, e.seq, sub.id, now); made++; }

@@ -20,8 +20,9 @@ const addUp = (...changes: string[]) => `INSERT INTO delivery_counts(subscriptio
 // updated thousands of times a second. bench/postgres (BENCH_PG_STATEMENTS=1) timed them at 65-90 µs each in the
 // server, about a third of what the server spent per delivered event. The worker records a flush of attempts in one
 // UPDATE (up to 128 deliveries, src/delivery/worker.ts) and an event fans out to up to 8 subscriptions in one INSERT
-// (store/events.ts; since 53b78f0 to every matching subscription): a trigger FOR EACH STATEMENT, reading the statement's transition tables, adds each (subscription,
-// state)'s net change once per statement, and nothing where it nets to zero. Same counts.
+// (store/events.ts; since 53b78f0 to every matching subscription): a trigger FOR EACH STATEMENT, reading the
+// statement's transition tables, adds each (subscription, state)'s net change once per statement, and nothing where it
+// nets to zero. Same counts.
 // An UPDATE trigger with transition tables cannot name columns (UPDATE OF status, last_error), so it runs for every
 // UPDATE of deliveries: a claim's, a lease release's, resolved_at's (0180). Their rows keep their state, so their old
 // and new rows cancel out and nothing is written; what they cost is the capture of their rows and one function call.
