@@ -81,6 +81,7 @@ import autocannon from 'autocannon';
 import pg from 'pg';
 import { TX_OF } from './lib/latency-proxy.mjs';
 import { LEASE_MS, pgUnavailable, startPostgres } from './lib/postgres.mjs';
+import { busyPct, cpuMark } from './lib/cpu.mjs'; // busy: iowait counted idle
 import { report, result } from './lib/report.mjs';
 import { BIN, ISSUER, NODE, cpuSeconds, fmt, median, prepare } from './lib/setup.mjs';
 
@@ -288,12 +289,6 @@ const viaPort = (url, port) => { const u = new URL(url); u.port = String(port); 
 const ok = (pass) => (pass ? 'PASS' : 'MISS');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 
-/** The machine's CPU counters (/proc/stat, all cores): busy % between two marks is 1 - idle / total (iowait is idle). */
-function cpuMark() {
-  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
-  return { idle: f[3] + (f[4] ?? 0), total: f.reduce((a, b) => a + b, 0) };
-}
-const busyPct = (a, b) => (b.total > a.total ? 100 * (1 - (b.idle - a.idle) / (b.total - a.total)) : NaN);
 
 /**
  * CPU time (clock ticks, as /proc/stat) of this run's own processes: this one and its descendants (daemons, proxy,

@@ -10,6 +10,7 @@ import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { availableParallelism, cpus, loadavg, totalmem } from 'node:os';
 import { basename, dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { busyPct, cpuMark } from './lib/cpu.mjs';
 
 const here = dirname(fileURLToPath(import.meta.url));
 // BENCH_DIR: run the scripts of another directory (the runner's own test uses it); default bench/.
@@ -54,12 +55,6 @@ function runOne(file) {
   });
 }
 
-/** /proc/stat's first line: busy and total jiffies (iowait counted busy: a disk still writing back is not quiet). */
-function cpuMark() {
-  const v = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0].trim().split(/\s+/).slice(1).map(Number);
-  const total = v.reduce((a, b) => a + b, 0);
-  return { busy: total - v[3], total }; // v[3]: idle
-}
 /**
  * Before each script: the page cache's dirty pages written out (`sync`: the scripts before it leave data dirs of
  * hundreds of MB, whose writeback would land in the next script's latency tail) and the machine quiet: half a second
@@ -78,7 +73,7 @@ async function settle() {
     const a = cpuMark();
     await sleep(500);
     const b = cpuMark();
-    busy = (100 * (b.busy - a.busy)) / Math.max(1, b.total - a.total);
+    busy = busyPct(a, b, 'busy');
     if (busy < SETTLE_BUSY) break;
   }
   return { seconds: (performance.now() - t0) / 1000, busy };
