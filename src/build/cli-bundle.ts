@@ -140,6 +140,14 @@ function writeCodeCache(file: string, everyFunction: boolean, log: (line: string
   return cache?.length ?? 0;
 }
 
+/**
+ * The bundles' `import.meta.url`, made from `__filename` as pathToFileURL makes it. A plain absolute path (the usual
+ * install dir, the binary's `<path>#cli.cjs`: segments of letters, digits and `_.+-`, none empty, none starting
+ * with a dot) is written as it is, since pathToFileURL would change none of its characters but `#`: the first call of pathToFileURL (node's URL, loaded then) was 0.3 ms of every verify start
+ * (bench/cli-start). Anything else goes through pathToFileURL. test/cli/bundle.test.ts compares the two.
+ */
+export const IMPORT_META_URL = 'var __nodeSvcImportMetaUrl = /^(\\/[\\w+-][\\w.+-]*)+(#[\\w.-]*)?$/.test(__filename) ? "file://" + __filename.replace("#", "%23") : require("node:url").pathToFileURL(__filename).href;';
+
 const COMMON = {
   bundle: true,
   format: 'cjs',
@@ -150,7 +158,7 @@ const COMMON = {
     'import.meta.url': '__nodeSvcImportMetaUrl',
     NODE_SVC_BUNDLED_SQLITE: JSON.stringify((JSON.parse(readFileSync(require.resolve('better-sqlite3/package.json'), 'utf8')) as { version: string }).version),
   },
-  banner: { js: 'var __nodeSvcImportMetaUrl = require("node:url").pathToFileURL(__filename).href;' },
+  banner: { js: IMPORT_META_URL },
   metafile: true,
   legalComments: 'none',
   logLevel: 'silent',

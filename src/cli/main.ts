@@ -1,8 +1,8 @@
 // The one place that exits (changesets/wrangler habit): commands throw typed errors, this maps them to exit codes.
 import { writeSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { EXIT, isNodeSvcError, NodeSvcError } from '../domain/errors.js';
 import { FORMATS, isTerminal, outputFormat, render, renderError, type CommandResult, type Format } from './output.js';
+import { verifyArgs } from './verify-args.js';
 
 process.umask(0o077); // data dir 0700, database and its WAL files 0600
 
@@ -55,23 +55,14 @@ const jsonFlag = format ? format !== 'table' : explicitJson || !isTerminal(1);
 const text = (r: CommandResult) => render(r, outputFormat(r, { format, json: jsonFlag, explicitJson }));
 
 /**
- * `verify` is what scripts call on every credential: parsed with node's own parseArgs so that commander
- * (and everything else) stays unloaded (bench/cli-start). Anything unusual falls through to commander.
+ * `verify` is what scripts call on every credential: its arguments read by verifyArgs, so that commander (and
+ * everything else) stays unloaded (bench/cli-start). Anything unusual falls through to commander.
  */
 async function fastVerify(): Promise<CommandResult | undefined> {
   const i = argv.indexOf('verify');
   if (i < 0 || argv.includes('--help') || argv.includes('-h')) return undefined;
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv.filter((_, k) => k !== i),
-      allowPositionals: true,
-      options: { node: { type: 'string' }, remote: { type: 'boolean' }, json: { type: 'boolean' }, 'data-dir': { type: 'string' }, url: { type: 'string' }, token: { type: 'string' } },
-    });
-  } catch {
-    return undefined;
-  }
-  if (parsed.positionals.length !== 1) return undefined;
+  const parsed = verifyArgs(argv.filter((_, k) => k !== i));
+  if (!parsed) return undefined;
   const v = parsed.values;
   const { verify } = await import('./commands/verify.js');
   return verify(
@@ -79,7 +70,7 @@ async function fastVerify(): Promise<CommandResult | undefined> {
       dataDir: v['data-dir'], url: v.url ?? process.env.NODE_SVC_URL ?? 'http://127.0.0.1:8787', token: v.token ?? process.env.NODE_SVC_TOKEN, json: v.json,
       urlFrom: v.url !== undefined ? 'cli' : process.env.NODE_SVC_URL !== undefined ? 'env' : 'default',
     },
-    parsed.positionals[0]!,
+    parsed.jws,
     { node: v.node, remote: v.remote },
   );
 }

@@ -34,6 +34,11 @@ export interface GlobalOptions {
  * ms of every verify start, bench/cli-start): only a character device can be a terminal, so fstat answers most cases.
  */
 export function isTerminal(fd: number): boolean {
+  return (terminal[fd] ??= ask(fd));
+}
+/** Asked once per fd and run (the output's format and its indentation both ask about fd 1). */
+const terminal: Record<number, boolean> = {};
+function ask(fd: number): boolean {
   try {
     if (!fstatSync(fd).isCharacterDevice()) return false;
   } catch {

@@ -252,7 +252,9 @@ export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = 
   const path = join(dataDir, DB_FILE);
   if (opts.readonly && !existsSync(path))
     throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
-  ensureDataDir(dataDir, () => { if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600)); });
+  // Read-only (verify, status): nothing is created, and no file's mode is touched (a data dir another user owns,
+  // readable to this one, is read as it is).
+  if (!opts.readonly) ensureDataDir(dataDir, () => { if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600)); });
   let db: Db;
   try {
     const addon = addonPath();
@@ -275,7 +277,7 @@ export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = 
     // claim, attempt in one process): 104-110 us -> 66-67 us.
     db.pragma('temp_store = MEMORY');
     migrate(db, !!opts.readonly);
-    for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
+    if (!opts.readonly) for (const f of [path, `${path}-wal`, `${path}-shm`]) if (existsSync(f)) chmodSync(f, 0o600);
   } catch (err) {
     db.close();
     throw err;

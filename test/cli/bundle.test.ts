@@ -3,10 +3,13 @@
 // installed one only for another addon), and errors of the modules other commands load are still ours.
 import { spawn, spawnSync } from 'node:child_process';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isNodeSvcError, NodeSvcError } from '../../src/domain/errors.js';
+import { IMPORT_META_URL } from '../../src/build/cli-bundle.js';
 import { BUNDLE, BUNDLE_CACHE, bundleImporter, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../../src/cli/start.js';
 import { BIN, cliFor, json, REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
@@ -139,5 +142,20 @@ describe('NodeSvcError across module copies', () => {
     expect(isNodeSvcError(foreign)).toBe(true);
     expect(isNodeSvcError(new NodeSvcError('usage', 'bad'))).toBe(true);
     for (const x of [new Error('plain'), { code: 'usage', message: 'look-alike' }, null, undefined, 'NodeSvcError']) expect(isNodeSvcError(x)).toBe(false);
+  });
+});
+
+describe("the bundles' import.meta.url (IMPORT_META_URL)", () => {
+  // The banner's expression, run as the bundle runs it: with that __filename and a require that has node:url.
+  const metaUrl = (filename: string): string =>
+    new Function('__filename', 'require', `${IMPORT_META_URL}\nreturn __nodeSvcImportMetaUrl;`)(filename, createRequire(import.meta.url)) as string;
+
+  it('is what pathToFileURL makes, for plain paths written directly and for every other path through pathToFileURL', () => {
+    const paths = [
+      '/work/main/dist/cli/bundle.cjs', '/usr/local/bin/node-svc#cli.cjs', '/opt/node_svc-1.2+b/dist/cli/rest.cjs',
+      '/a/../b', '/a/./b', '/a//b', '/a/b/', '/a/.hidden/x', '/a b/c', '/a/%41', '/a/b#c#d', '/a/~user', '/a/é', '/a/b?c',
+      '/a/b\nc', '/a/b\\c', '/', '/x#', 'relative/path.cjs', 'C:\\node-svc\\x.cjs',
+    ];
+    for (const p of paths) expect(metaUrl(p), p).toBe(pathToFileURL(p).href);
   });
 });
