@@ -11,7 +11,7 @@ export const isSea = (): boolean => sea.isSea();
 
 let manifestCache: SeaManifest | undefined;
 export function manifest(): SeaManifest {
-  return (manifestCache ??= JSON.parse(sea.getAsset(MANIFEST_ASSET, 'utf8')) as SeaManifest);
+  return (manifestCache ??= JSON.parse(Buffer.from((sea.getRawAsset(MANIFEST_ASSET) as ArrayBuffer)).toString('utf8')) as SeaManifest);
 }
 
 let dirCache: string | undefined;
@@ -30,8 +30,8 @@ export function cacheDir(): string {
   const problems: string[] = [];
   for (const dir of candidates) {
     try {
-      mkdirSync(dir, { recursive: true, mode: 0o700 });
-      const st = lstatSync(dir);
+      // There already (every start but the first): one lstat, no mkdir.
+      const st = lstatSync(dir, { throwIfNoEntry: false }) ?? (mkdirSync(dir, { recursive: true, mode: 0o700 }), lstatSync(dir));
       if (!st.isDirectory()) throw new Error('not a directory');
       if (uid !== undefined && st.uid !== uid) throw new Error('owned by another user');
       if (st.mode & 0o022) throw new Error('writable by group or others');

@@ -20,10 +20,11 @@ type Rest = { modules: Record<string, () => Promise<unknown>> };
 let rest: Rest | undefined;
 
 function load(): Rest {
-  const source = sea.getAsset(REST_ASSET, 'utf8');
+  // Both read in place (getRawAsset), not copied first: 0.8 MB of code and 1 MB of cache.
+  const source = Buffer.from((sea.getRawAsset(REST_ASSET) as ArrayBuffer)).toString('utf8');
   let cachedData: Uint8Array | undefined;
   try {
-    cachedData = new Uint8Array(sea.getAsset(REST_CACHE_ASSET));
+    cachedData = new Uint8Array((sea.getRawAsset(REST_CACHE_ASSET) as ArrayBuffer));
   } catch {
     // built with --no-code-cache
   }

@@ -11,7 +11,7 @@ import { CLI_ASSET, CLI_CACHE_ASSET } from './manifest.js';
 boundHeapGrowthForDaemon(); // before the bundle loads (ops/heap.ts)
 let cachedData: Uint8Array | undefined;
 try {
-  cachedData = new Uint8Array(sea.getAsset(CLI_CACHE_ASSET));
+  cachedData = new Uint8Array((sea.getRawAsset(CLI_CACHE_ASSET) as ArrayBuffer)); // read in place, not copied: V8 only reads it
 } catch {
   // built with --no-code-cache
 }
@@ -22,7 +22,7 @@ const builtins = ((id: string): unknown => {
   if (m === undefined) throw new Error(`the node-svc binary's CLI asked for "${id}", which is not one of node's own modules`);
   return m;
 }) as NodeJS.Require;
-// ASCII (build.ts checks): its bytes copied as they are, not decoded as UTF-8.
-const { exports } = runCjs(Buffer.from(sea.getAsset(CLI_ASSET)).toString('latin1'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, builtins,
+// ASCII (build.ts checks): its bytes made a string as they are (read in place), not decoded as UTF-8.
+const { exports } = runCjs(Buffer.from((sea.getRawAsset(CLI_ASSET) as ArrayBuffer)).toString('latin1'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, builtins,
   (specifier) => Promise.reject(new Error(`import(${specifier}) inside the node-svc binary`)));
 void (exports as { run(): Promise<unknown> }).run();
