@@ -77,5 +77,6 @@ export function bundleImporter(dir: string): (specifier: string, byNode?: boolea
 export function start(dir: string): void {
   boundHeapGrowthForDaemon(); // before the bundle loads: its loading would grow the young generation first
   const file = join(dir, BUNDLE);
-  runCjs(readFileSync(file, 'utf8'), file, dir, readCache(join(dir, BUNDLE_CACHE)), createRequire(file), bundleImporter(dir));
+  // ASCII (the build checks): read as latin1, its bytes as they are, not decoded as UTF-8.
+  runCjs(readFileSync(file, 'latin1'), file, dir, readCache(join(dir, BUNDLE_CACHE)), createRequire(file), bundleImporter(dir));
 }
