@@ -252,7 +252,7 @@ export function openSqliteStore(dataDir: string, opts: { readonly?: boolean } = 
   const path = join(dataDir, DB_FILE);
   if (opts.readonly && !existsSync(path))
     throw new NodeSvcError('store', `no node-svc database in ${dataDir}`, { hint: 'run `node-svc nodes add <id>` first, or pass --data-dir' });
-  // Read-only (verify, status): nothing is created, and no file's mode is touched (a data dir another user owns,
+  // Read-only (verify, backup, receipts jwks): nothing is created, and no file's mode is touched (a data dir another user owns,
   // readable to this one, is read as it is).
   if (!opts.readonly) ensureDataDir(dataDir, () => { if (!existsSync(path)) closeSync(openSync(path, 'a', 0o600)); });
   let db: Db;

@@ -2,7 +2,7 @@
 // code cache is one this node accepts, verify runs on the bundle alone (better-sqlite3's JavaScript bundled, the
 // installed one only for another addon), and errors of the modules other commands load are still ours.
 import { spawn, spawnSync } from 'node:child_process';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { chmodSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -61,6 +61,20 @@ describe('dist/cli: the verify bundle', () => {
     expect(loaded()).toEqual(['bin/node-svc', 'dist/cli/node-svc.cjs', 'node_modules/better-sqlite3/build/Release/better_sqlite3.node']);
     const addon = join(REPO_ROOT, 'node_modules', 'better-sqlite3', 'build', 'Release', 'better_sqlite3.node');
     expect(loaded({ NODE_SVC_SQLITE_ADDON: addon })).toContain('node_modules/better-sqlite3/lib/database.js');
+  });
+
+  it('verify reads the store as it is: no file of the data dir gets another mode', async () => {
+    const cli = cliFor(t.dataDir);
+    const db = join(t.dataDir, 'node-svc.db');
+    chmodSync(db, 0o640);
+    chmodSync(t.dataDir, 0o750);
+    const r = await cli('verify', jws, '--node', 'node-a');
+    expect(r.code, r.stderr).toBe(0);
+    expect(json(r.stdout)).toMatchObject({ valid: true });
+    expect(statSync(db).mode & 0o777).toBe(0o640);
+    expect(statSync(t.dataDir).mode & 0o777).toBe(0o750);
+    chmodSync(db, 0o600);
+    chmodSync(t.dataDir, 0o700);
   });
 });
 
