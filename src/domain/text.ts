@@ -80,9 +80,11 @@ export function redactUrls(text: string): string {
     for (let k = r; k <= c - 2; k++) {
       if (isLetter(text.charCodeAt(k)) && (k === 0 || !isWord(text.charCodeAt(k - 1)))) { s = k; break; }
     }
+    // The rest of the URL is read only after a scheme is found, and what is read is then taken: each character of
+    // the text is looked at a bounded number of times, whatever it holds ("0://0://…" included).
     let e = c + 3;
-    while (e < text.length && !endsUrl(text.charCodeAt(e))) e++;
-    if (s < 0 || e === c + 3) { c = text.indexOf('://', c + 1); continue; }
+    if (s >= 0) while (e < text.length && !endsUrl(text.charCodeAt(e))) e++;
+    if (e === c + 3) { c = text.indexOf('://', c + 1); continue; }
     out += text.slice(copied, s) + text.slice(s, c + 3) + redactAfterScheme(text.slice(c + 3, e));
     copied = from = e;
     c = text.indexOf('://', e);
