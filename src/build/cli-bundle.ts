@@ -143,10 +143,17 @@ function writeCodeCache(file: string, everyFunction: boolean, log: (line: string
 /**
  * The bundles' `import.meta.url`, made from `__filename` as pathToFileURL makes it. A plain absolute path (the usual
  * install dir, the binary's `<path>#cli.cjs`: segments of letters, digits and `_.+-`, none empty, none starting
- * with a dot) is written as it is, since pathToFileURL would change none of its characters but `#`: the first call of pathToFileURL (node's URL, loaded then) was 0.3 ms of every verify start
- * (bench/cli-start). Anything else goes through pathToFileURL. test/cli/bundle.test.ts compares the two.
+ * with a dot) is written as it is, since pathToFileURL would change none of its characters but `#`: the first call
+ * of pathToFileURL (node's URL, loaded then) was 0.3 ms of every verify start (bench/cli-start). Anything else goes
+ * through pathToFileURL. test/cli/bundle.test.ts compares the two.
  */
 export const IMPORT_META_URL = 'var __nodeSvcImportMetaUrl = /^(\\/[\\w+-][\\w.+-]*)+(#[\\w.-]*)?$/.test(__filename) ? "file://" + __filename.replace("#", "%23") : require("node:url").pathToFileURL(__filename).href;';
+
+/** A bundle read as latin1 (cli/start.ts, sea/start.ts) must be ASCII: any other byte would be misread. */
+export function assertAscii(what: string, file: string): void {
+  const at = readFileSync(file).findIndex((b) => b > 0x7f);
+  if (at >= 0) throw new Error(`${what}: a byte that is not ASCII at ${at}, which would be misread (the bundle is read as latin1)`);
+}
 
 const COMMON = {
   bundle: true,
@@ -211,8 +218,7 @@ export async function bundleCli(log: (line: string) => void = () => undefined): 
   // Whitespace and comments out, so that it is ASCII (esbuild escapes every other character of code): start.ts reads
   // it as latin1, a copy of its bytes, where decoding UTF-8 cost a verify start ~0.3 ms (bench/cli-start).
   const main = checked('CLI bundle', await build({ ...COMMON, minifyWhitespace: true, entryPoints: [ENTRY], outfile: OUT, plugins: [onlyFastPath(outDir, inFastPath, left), packagesButSqlite] }), OUT);
-  const at = readFileSync(OUT).findIndex((b) => b > 0x7f);
-  if (at >= 0) throw new Error(`CLI bundle: a byte that is not ASCII at ${at}, which start.ts would misread (it reads the bundle as latin1)`);
+  assertAscii('CLI bundle', OUT);
   const cacheBytes = writeCodeCache(OUT, true, log, `CLI bundle: this node refused its own code cache; ${BUNDLE} is compiled at every start`);
 
   // What the CLI bundle leaves to __nodeSvcImport: `./program.js` with the admin commands (every function in the code

@@ -11,7 +11,7 @@ export const isSea = (): boolean => sea.isSea();
 
 let manifestCache: SeaManifest | undefined;
 export function manifest(): SeaManifest {
-  return (manifestCache ??= JSON.parse(Buffer.from((sea.getRawAsset(MANIFEST_ASSET) as ArrayBuffer)).toString('utf8')) as SeaManifest);
+  return (manifestCache ??= JSON.parse(Buffer.from(sea.getRawAsset(MANIFEST_ASSET) as ArrayBuffer).toString('utf8')) as SeaManifest);
 }
 
 let dirCache: string | undefined;

@@ -24,7 +24,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { compileFunction } from 'node:vm';
-import { codeCache as fullCodeCache, FAST_PATH, IMPORT_META_URL } from '../build/cli-bundle.js';
+import { assertAscii, codeCache as fullCodeCache, FAST_PATH, IMPORT_META_URL } from '../build/cli-bundle.js';
 import { CLI_ASSET, CLI_CACHE_ASSET, MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
 import { REST_ASSET, REST_CACHE_ASSET, REST_PARAMS } from './rest.js';
 
@@ -247,8 +247,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     const cli = await build({ ...CJS, minifyWhitespace: true, entryPoints: [join(DIST, 'sea', 'entry.js')], outfile: cliFile, plugins: [moduleShim, noBindings, noPgNative, ourModules(tuiEntries, restKeys)] });
     checkWarnings('CLI bundle', cli, log);
     checkExternals('CLI bundle', cli);
-    const at = readFileSync(cliFile).findIndex((b) => b > 0x7f);
-    if (at >= 0) throw new Error(`CLI bundle: a byte that is not ASCII at ${at}, which the binary's stub would misread (src/sea/start.ts reads it as latin1)`);
+    assertAscii('CLI bundle', cliFile);
     const bundleBytes = statSync(cliFile).size;
     // With the snapshot, the CLI is in the snapshot's heap (snapshot.ts reads cliFile when node builds it); without,
     // it is an asset that the stub start.ts runs, with its code cache.

@@ -11,7 +11,7 @@ import { CLI_ASSET, CLI_CACHE_ASSET } from './manifest.js';
 boundHeapGrowthForDaemon(); // before the bundle loads (ops/heap.ts)
 let cachedData: Uint8Array | undefined;
 try {
-  cachedData = new Uint8Array((sea.getRawAsset(CLI_CACHE_ASSET) as ArrayBuffer)); // read in place, not copied: V8 only reads it
+  cachedData = new Uint8Array(sea.getRawAsset(CLI_CACHE_ASSET) as ArrayBuffer); // read in place, not copied: V8 only reads it
 } catch {
   // built with --no-code-cache
 }
@@ -23,6 +23,6 @@ const builtins = ((id: string): unknown => {
   return m;
 }) as NodeJS.Require;
 // ASCII (build.ts checks): its bytes made a string as they are (read in place), not decoded as UTF-8.
-const { exports } = runCjs(Buffer.from((sea.getRawAsset(CLI_ASSET) as ArrayBuffer)).toString('latin1'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, builtins,
+const { exports } = runCjs(Buffer.from(sea.getRawAsset(CLI_ASSET) as ArrayBuffer).toString('latin1'), `${process.execPath}#${CLI_ASSET}`, dirname(process.execPath), cachedData, builtins,
   (specifier) => Promise.reject(new Error(`import(${specifier}) inside the node-svc binary`)));
 void (exports as { run(): Promise<unknown> }).run();
