@@ -289,7 +289,6 @@ const viaPort = (url, port) => { const u = new URL(url); u.port = String(port); 
 const ok = (pass) => (pass ? 'PASS' : 'MISS');
 const f2 = (x) => (Number.isFinite(x) ? x.toFixed(2) : '-');
 
-
 /**
  * CPU time (clock ticks, as /proc/stat) of this run's own processes: this one and its descendants (daemons, proxy,
  * receiver) and our PostgreSQL server (its postmaster and backends): the machine is shared, and a neighbour's load

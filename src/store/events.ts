@@ -26,8 +26,7 @@ export function blockDigitsSql(k: string): string {
 
 const SQLITE_INSERT = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
 /** recordEvent's PostgreSQL statement, made once: its text is the same for every event (and so is the store's cache key). */
-let pgRecord: string | undefined;
-const pgRecordSql = () => (pgRecord ??= `WITH e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body)
+const PG_RECORD = `WITH e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body)
           VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
           WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
@@ -35,7 +34,7 @@ const pgRecordSql = () => (pgRecord ??= `WITH e AS (INSERT INTO events(id, node_
           SELECT @block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
           RETURNING subscription_id),
         c AS (${countInserted('d')})
-      SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`);
+      SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`;
 
 export interface RecordedEvent {
   seq: number;
@@ -65,7 +64,7 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
     // write, never drop a delivery.) The write's last statement (opts.last): its COMMIT goes with it
     // (Sql.commitWithNext); nothing follows it here.
     if (opts.last === true && tx.commitWithNext !== undefined) tx.commitWithNext();
-    const row = await tx.get<{ seq: number; made: number }>(pgRecordSql(),
+    const row = await tx.get<{ seq: number; made: number }>(PG_RECORD,
       { id, node: nodeId, type, ref: externalRef, now, body, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type), block: newIdBlock('dlv') });
     if (Number(row!.made) > 0) wakeAfter(tx);
     return { seq: Number(row!.seq), id, type, externalRef, occurredAt: now };
