@@ -1,7 +1,8 @@
 // bench/postgres: the daemon on PostgreSQL against the same daemon on SQLite, on this machine, in one run (issues 15
 // and 21, DESIGN §14). A real PostgreSQL 15 server is started in a temp dir (bench/lib/postgres.mjs; fsync on, server
 // defaults); the daemons are the real one (startDaemon from dist/, forked, --delivery-timeout 1 so the delivery lease
-// is 12 s), one on SQLite in a temp data dir, one to four on one PostgreSQL database, on it directly or through
+// is 12 s), one on SQLite in a temp data dir, one to four on one PostgreSQL database, on it directly (through its Unix
+// socket, as software on the database's own machine reaches it; BENCH_PG_TCP=1: over TCP loopback) or through
 // bench/lib/latency-proxy.mjs (a TCP proxy that adds a network delay and counts round trips and statements). The data
 // is prepared with the CLI (nodes add, tokens issue, keys add; with NODE_SVC_STORE for PostgreSQL), subscriptions with
 // POST /v1/webhooks. Five parts, printed in this order and numbered so (BENCH_PG_PARTS chooses, comma-separated):
@@ -70,7 +71,8 @@
 //      stderr); BENCH_TRACE=1 (phase times on stderr); BENCH_PG_STATEMENTS=1 (diagnosis: load
 //      pg_stat_statements and print the statements per request and per event of the last PostgreSQL round of part 1,
 //      and what its sessions waited on, sampled from pg_stat_activity; slows PostgreSQL a little);
-//      BENCH_DAEMON_EXEC_ARGV (node flags of the daemon processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p").
+//      BENCH_DAEMON_EXEC_ARGV (node flags of the daemon processes, e.g. "--cpu-prof --cpu-prof-dir=/tmp/p"); BENCH_PG_TCP=1 (daemons
+//      and the CLI without a proxy connect over TCP loopback instead of the Unix socket).
 //      Run time here: 4 to 5 minutes (221-293 s in six runs on the shared machine; compare 90-125 s, failover ~14 s,
 //      control ~30 s, ops 15-20 s, scale 75-100 s).
 import { execFileSync, fork } from 'node:child_process';
@@ -87,6 +89,7 @@ import { BIN, ISSUER, NODE, cpuSeconds, fmt, median, prepare } from './lib/setup
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 5); // headroom and vouchers: short rounds, many (neighbours come and go)
 const SECONDS = Number(process.env.BENCH_SECONDS ?? 2);
+const TCP = process.env.BENCH_PG_TCP === '1'; // daemons without a proxy over TCP loopback, not the Unix socket
 const DELIVERY_ROUNDS = Number(process.env.BENCH_DELIVERY_ROUNDS ?? 3);
 const N = Number(process.env.BENCH_N ?? 4000);
 const BATCH = 100;
@@ -221,17 +224,21 @@ async function main() {
   // ---- the stores: SQLite in a data dir (prepare: node, token, issuer key), PostgreSQL with the same CLI ----
   p = prepare('postgres');
   server = await startPostgres({ statements: STATEMENTS });
+  // Over TCP (127.0.0.1): what the proxies of parts 4 and 5 forward to. Daemons and the CLI without a proxy reach the
+  // database through its Unix socket, as software on the database's own machine does (psql's default; TCP loopback
+  // costs each round trip the kernel's TCP path both ways); BENCH_PG_TCP=1: over TCP loopback instead.
   const pgUrl = await server.createDatabase('nsvc_bench');
+  const localUrl = TCP ? pgUrl : server.socketUrl('nsvc_bench');
   su = STATEMENTS ? await server.superuser('nsvc_bench') : undefined;
   if (su) await su.query('CREATE EXTENSION pg_stat_statements');
   const pgDirs = Array.from({ length: 9 }, (_, i) => join(p.root, `pg-${i + 1}`));
   for (const d of pgDirs) mkdirSync(d);
   // The URL (a secret) goes by environment, never on a command line.
-  const pgCli = (...args) => execFileSync(process.execPath, [BIN, ...args, '--data-dir', pgDirs[0]], { env: { ...env, NODE_SVC_STORE: pgUrl }, encoding: 'utf8' });
+  const pgCli = (...args) => execFileSync(process.execPath, [BIN, ...args, '--data-dir', pgDirs[0]], { env: { ...env, NODE_SVC_STORE: localUrl }, encoding: 'utf8' });
   pgCli('nodes', 'add', NODE);
   const pgToken = JSON.parse(pgCli('tokens', 'issue', NODE)).token;
   pgCli('keys', 'add', '--issuer', ISSUER, join(p.root, 'jwks.json'));
-  db = new pg.Client({ connectionString: pgUrl });
+  db = new pg.Client({ connectionString: localUrl });
   await db.connect();
   const sqlValue = async (sql, params) => Object.values((await db.query(sql, params)).rows[0])[0];
   const pgAuth = { authorization: `Bearer ${pgToken}` };
@@ -241,7 +248,7 @@ async function main() {
   const receiver = await spawnChild(RECEIVER, []);
   const hookUrl = `http://127.0.0.1:${receiver.info.port}/hook`;
   /** A PostgreSQL daemon on data dir `i`: on the database itself, or through a proxy's port (bursts then past it). */
-  const startPg = (i, port, extra = {}) => spawnChild(LIB, ['daemon', pgDirs[i]], { ...(port ? { BENCH_STORE_URL: viaPort(pgUrl, port), BENCH_DIRECT_URL: pgUrl } : { BENCH_STORE_URL: pgUrl }), ...extra });
+  const startPg = (i, port, extra = {}) => spawnChild(LIB, ['daemon', pgDirs[i]], { ...(port ? { BENCH_STORE_URL: viaPort(pgUrl, port), BENCH_DIRECT_URL: pgUrl } : { BENCH_STORE_URL: localUrl }), ...extra });
   const sqlite = { name: 'SQLite', d: await spawnChild(LIB, ['daemon', p.dataDir]), auth: p.auth };
   const pgOne = { name: 'PostgreSQL', d: await startPg(0), auth: pgAuth };
   const both = [sqlite, pgOne];
@@ -271,7 +278,7 @@ async function main() {
   if (PARTS.includes('scale')) await partScale(ctx, lines, results);
 
   const seconds = (performance.now() - started) / 1000;
-  console.log(`bench/postgres  PostgreSQL 15 (fsync on) and SQLite on this machine (${PARTS.join(', ')}), ${seconds.toFixed(0)} s`);
+  console.log(`bench/postgres  PostgreSQL 15 (fsync on) and SQLite on this machine (${PARTS.join(', ')}), ${seconds.toFixed(0)} s; daemons reach PostgreSQL ${TCP ? 'over TCP loopback' : 'through its Unix socket'} (parts 4 and 5: over TCP, through the proxy)`);
   for (const l of lines) console.log(l);
   report('postgres', results);
   trace('stopping');

@@ -21,7 +21,7 @@ export const LEASE_MS = DELIVERY_TIMEOUT_S * 1000 * 2 + 10_000;
 export const pgUnavailable = () => pgAvailable().reason;
 
 /**
- * initdb + pg_ctl start; resolves with { url(db), createDatabase(name), superuser(db), stop() }. `statements`: load
+ * initdb + pg_ctl start; resolves with { url(db), createDatabase(name), socketUrl(db), superuser(db), stop() }. `statements`: load
  * pg_stat_statements (a diagnosis aid: it costs every statement a little, so the measured runs go without it).
  */
 export async function startPostgres({ statements = false } = {}) {
@@ -40,6 +40,8 @@ export async function startPostgres({ statements = false } = {}) {
       try { await c.query(`CREATE DATABASE ${name}`); } finally { await c.end(); }
       return server.url(name);
     },
+    /** A database's URL through the server's Unix socket: how a daemon on the database's own machine reaches it. */
+    socketUrl: server.socketUrl,
     superuser: server.superuser,
     stop: server.stop,
   };

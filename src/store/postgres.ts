@@ -109,13 +109,18 @@ export function parsePostgresUrl(url: string): Target {
   };
   const password = decode(u.password, 'password');
   const user = q.get('user') ?? decode(u.username, 'user name');
-  const host = q.get('host') ?? (u.hostname.replace(/^\[(.*)\]$/, '$1') || 'localhost');
+  // A Unix socket's directory: `?host=/dir`, or (libpq's other spelling) percent-encoded where the host goes,
+  // `postgres://%2Fvar%2Frun%2Fpostgresql/db`. Any other host is taken as written.
+  const authority = u.hostname.replace(/^\[(.*)\]$/, '$1');
+  const host = q.get('host') ?? (/^%2f/i.test(authority) ? decode(authority, 'socket directory') : authority || 'localhost');
   const portText = q.get('port') ?? (u.port || '5432');
   const port = Number(portText);
   if (!Number.isInteger(port) || port < 1 || port > 65535) throw new NodeSvcError('config', `the store URL's port is not a port number (${portText})`);
   const database = q.get('dbname') ?? (decode(u.pathname.replace(/^\//, ''), 'database name') || user);
+  const socket = host.startsWith('/');
   const hostText = isIP(host) === 6 ? `[${host}]` : host;
-  const where = `${hostText}:${port}/${database}`;
+  // A socket is named as libpq names it (its file), and described by a URL that reaches the same database.
+  const where = socket ? `${host.replace(/\/$/, '')}/.s.PGSQL.${port} (Unix socket), database ${database}` : `${hostText}:${port}/${database}`;
   const config: pg.ClientConfig = {
     host, port, database, application_name: q.get('application_name') ?? 'node-svc', keepAlive: true,
     ...(user ? { user } : {}), ...(password ? { password } : {}),
@@ -125,7 +130,11 @@ export function parsePostgresUrl(url: string): Target {
   config.connectionTimeoutMillis = timeout !== null && Number(timeout) > 0 ? Math.round(Number(timeout) * 1000) : 5000;
   config.ssl = tlsSettings(q, host);
   const secrets = [password, u.password, url].filter((s) => s.length >= 1);
-  return { config, description: `postgres://${user ? `${encodeURIComponent(user)}@` : ''}${hostText}:${port}/${database}`, where, secrets };
+  const who = user ? `${encodeURIComponent(user)}@` : '';
+  const description = socket
+    ? `postgres://${who}localhost/${encodeURIComponent(database)}?host=${encodeURIComponent(host)}&port=${port}`
+    : `postgres://${who}${hostText}:${port}/${database}`;
+  return { config, description, where, secrets };
 }
 
 /**

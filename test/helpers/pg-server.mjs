@@ -123,6 +123,8 @@ export async function startPostgresServer({ prefix = 'node-svc-pg-', settings = 
       password,
       logFile: join(dir, 'log'),
       url: (db) => `postgres://${ROLE}:${encodeURIComponent(password)}@127.0.0.1:${port}/${db}`,
+      /** The same database through the server's Unix socket (in our 0700 dir), as libpq's `host=/dir` names it. */
+      socketUrl: (db) => `postgres://${ROLE}:${encodeURIComponent(password)}@localhost/${db}?host=${encodeURIComponent(dir)}&port=${port}`,
       superuser,
       /** Stop (fast) and start again on the same directory and port, for fault tests. */
       async restart() {

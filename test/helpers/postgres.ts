@@ -19,6 +19,8 @@ export interface PostgresServer {
   logFile: string;
   /** CREATE DATABASE `name` (owned by node_svc) unless it exists; resolves with its URL. */
   createDatabase(name: string): Promise<string>;
+  /** Database `name`'s URL through the server's Unix socket (`?host=<its dir>&port=`); the database must exist. */
+  socketUrl(name: string): string;
   /** Stop (fast) and start again on the same directory and port, for fault tests. */
   restart(): Promise<void>;
   stop(): Promise<void>;
@@ -99,6 +101,7 @@ export async function startPostgres(opts: { tls?: { cert: string; key: string } 
     password: server.password,
     logFile: server.logFile,
     createDatabase: (name) => ensureDatabase(baseUrl, name),
+    socketUrl: (name) => server.socketUrl(name),
     restart: () => server.restart(),
     stop: () => server.stop(),
   };

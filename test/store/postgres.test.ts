@@ -1509,6 +1509,39 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
       }
     }, 60_000);
 
+    it('reach a server on this machine through its Unix socket: ?host=/dir, or libpq\'s percent-encoded directory', async () => {
+      // The run's shared server may be elsewhere: a server of this test's own (its socket is in its temp dir).
+      const own = server ?? (await startPostgres());
+      const mine: PostgresStore[] = [];
+      const openHere = async (url: string) => { const s = await openAt(url); mine.push(s); return s; };
+      try {
+        const name = `pgstore_socket_${process.pid}`;
+        const tcp = await openHere(await own.createDatabase(name));
+        await tcp.write((tx) => tx.run('CREATE TABLE sock (id BIGINT PRIMARY KEY)'));
+        const bySocket = own.socketUrl(name);
+        const dir = new URL(bySocket).searchParams.get('host')!;
+        const pw = encodeURIComponent(own.password);
+        for (const url of [bySocket, `postgresql://node_svc:${pw}@${encodeURIComponent(dir)}:${own.port}/${name}`]) {
+          const t = parsePostgresUrl(url);
+          expect(t.config.host).toBe(dir);
+          expect(t.config.ssl).toBe(false); // a socket is local: no TLS asked, none refused
+          expect(t.where).toBe(`${dir}/.s.PGSQL.${own.port} (Unix socket), database ${name}`);
+          expect(t.description).not.toContain(own.password);
+          // The description is a URL (without the password) that names the same socket and database.
+          const again = parsePostgresUrl(t.description).config;
+          expect([again.host, again.port, again.database, again.user]).toEqual([dir, own.port, name, 'node_svc']);
+          const s = await openHere(url);
+          // PostgreSQL shows no client address for a Unix-socket session.
+          expect(await s.q.value('SELECT client_addr FROM pg_stat_activity WHERE pid = pg_backend_pid()')).toBeNull();
+          await s.write((tx) => tx.run('INSERT INTO sock(id) VALUES (?)', [own.port + url.length]));
+        }
+        expect(Number(await tcp.q.value('SELECT COUNT(*) FROM sock'))).toBe(2);
+      } finally {
+        for (const s of mine) await s.close().catch(() => {});
+        if (own !== server) await own.stop();
+      }
+    }, 60_000);
+
     const restartCase = async (srv: PostgresServer) => {
       const url = await srv.createDatabase(`pgstore_restart_${process.pid}`);
       const s = await openAt(url);
