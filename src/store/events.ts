@@ -2,7 +2,7 @@
 import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js';
 import { BLOCK_DIGITS, CROCKFORD, newId, newIdBlock } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
-import { onCommit, type Sql } from './sql.js';
+import { mergeable, onCommit, type Sql } from './sql.js';
 import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
@@ -35,6 +35,34 @@ const PG_RECORD = `WITH e AS (INSERT INTO events(id, node_id, type, external_ref
           RETURNING subscription_id),
         c AS (${countInserted('d')})
       SELECT e.seq, (SELECT COUNT(*) FROM d) AS made FROM e`;
+
+/**
+ * PG_RECORD for several events in one statement, in their order (a write batch's held last statements: `mergeable`
+ * in sql.ts; control facts end so). Each event's deliveries, ids and counts are PG_RECORD's. Measured (bench/postgres
+ * compare, deliveries, alternated with one statement per event): PostgreSQL / SQLite 0.61, 0.62, 0.67 against 0.52, 0.50, 0.53.
+ */
+const PG_RECORD_MANY = `WITH v AS (SELECT * FROM unnest(CAST(@ids AS TEXT[]), CAST(@nodes AS TEXT[]), CAST(@types AS TEXT[]), CAST(@refs AS TEXT[]),
+          CAST(@ats AS BIGINT[]), CAST(@bodies AS TEXT[]), CAST(@in100s AS INTEGER[]), CAST(@quoteds AS TEXT[]), CAST(@blocks AS TEXT[]))
+          WITH ORDINALITY AS v(id, node, type, ref, at, body, in100, quoted, block, o)),
+        e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) SELECT id, node, type, ref, at, body FROM v ORDER BY o RETURNING seq, id),
+        s AS (SELECT v.id AS event_id, w.id, row_number() OVER (PARTITION BY v.id ORDER BY w.id) AS k FROM v JOIN webhook_subscriptions w
+          ON w.node_id = v.node AND w.status = 'active' AND (w.schema_version = '1.1.0' OR v.in100 = 1) AND (w.events = '*' OR strpos(w.events, v.quoted) > 0)),
+        d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
+          SELECT v.block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', v.at, v.at, 0 FROM s JOIN v ON v.id = s.event_id JOIN e ON e.id = s.event_id
+          ORDER BY e.seq, s.k
+          RETURNING subscription_id, event_seq),
+        c AS (${countInserted('d')}),
+        m AS (SELECT event_seq, COUNT(*) AS made FROM d GROUP BY event_seq)
+      SELECT e.id, e.seq, COALESCE(m.made, 0) AS made FROM e LEFT JOIN m ON m.event_seq = e.seq`;
+mergeable.set(PG_RECORD, {
+  sql: PG_RECORD_MANY,
+  key: (p) => p.id as string,
+  keyColumn: 'id',
+  merge: (ps) => ({
+    ids: ps.map((p) => p.id), nodes: ps.map((p) => p.node), types: ps.map((p) => p.type), refs: ps.map((p) => p.ref), ats: ps.map((p) => p.now),
+    bodies: ps.map((p) => p.body), in100s: ps.map((p) => p.in100), quoteds: ps.map((p) => p.quoted), blocks: ps.map((p) => p.block),
+  }),
+});
 
 export interface RecordedEvent {
   seq: number;

@@ -8,7 +8,7 @@ import pg from 'pg';
 import { NodeSvcError, unavailable } from '../domain/errors.js';
 import { MIGRATIONS } from './migrations/index.js';
 import { INLINE_COUNTS } from './migrations/0230-inline-insert-counts.js';
-import { faultAgain, type Invalidation, type Params, type Sql, type Store, type WriteFault } from './sql.js';
+import { faultAgain, mergeable, type Invalidation, type Mergeable, type Params, type Sql, type Store, type WriteFault } from './sql.js';
 
 export interface PostgresStore extends Store {
   readonly dialect: 'postgres';
@@ -393,6 +393,9 @@ const isRetryable = (err: unknown) => {
   return code === '40P01' || code === '40001';
 };
 
+/** A job's last statement, held by its write batch to go out with the others of its kind (#sendHeld). */
+interface Held { m: Mergeable; params: Record<string, unknown>; config: pg.QueryConfig; resolve: (r: pg.QueryResult) => void; reject: (e: unknown) => void }
+
 interface Runner {
   query(config: pg.QueryConfig): Promise<pg.QueryResult>;
 }
@@ -715,7 +718,7 @@ class PgStore implements PostgresStore {
       const c = compileSql(sql);
       const values = bind(c, params);
       try {
-        return await runner.query({ name: c.name, text: c.text, values });
+        return await runner.query({ name: c.name, text: c.text, values, source: sql, params } as pg.QueryConfig);
       } catch (err) {
         const e = err as { code?: string; message: string };
         const n = e.code === '42P18' ? /\$(\d+)/.exec(e.message)?.[1] : undefined;
@@ -944,6 +947,33 @@ class PgStore implements PostgresStore {
    * batch itself (the connection lost, a COMMIT refused) fails every job that had not failed on its own, as it would
    * have failed each alone. The connection lost under a job fails that job (503) and runs the others again alone.
    */
+  /**
+   * Send a batch's held last statements (mergeable, in sql.ts): one as it was; several as one statement, each job
+   * answered with its own row of it (found by the statement's key column), or all failed with its error (the batch
+   * then runs its jobs again alone). Sent after every other statement of the batch, before its COMMIT.
+   */
+  #sendHeld(c: pg.PoolClient, held: Held[], begins: Array<Promise<unknown>>): void {
+    corkUntil(c, process.nextTick);
+    if (held.length === 1) {
+      const h = held[0]!;
+      void Promise.all([c.query(h.config), ...begins]).then(([res]) => h.resolve(res as pg.QueryResult), h.reject);
+      return;
+    }
+    const m = held[0]!.m;
+    const compiled = compileSql(m.sql);
+    const values = bind(compiled, m.merge(held.map((h) => h.params)));
+    void Promise.all([c.query({ name: compiled.name, text: compiled.text, values }), ...begins]).then(([res]) => {
+      const r = res as pg.QueryResult;
+      const by = new Map<string, unknown>();
+      for (const row of r.rows as Array<Record<string, unknown>>) by.set(String(row[m.keyColumn]), row);
+      for (const h of held) {
+        const row = by.get(m.key(h.params));
+        if (row === undefined) h.reject(new Error('a merged statement did not answer for one of its rows'));
+        else h.resolve({ ...r, rows: [row], rowCount: 1 });
+      }
+    }, (err: unknown) => { for (const h of held) h.reject(err); });
+  }
+
   async #runBatch(jobs: Waiting[]): Promise<void> {
     this.#running++;
     const guarded = Date.now() < this.#savepointsUntil;
@@ -955,6 +985,8 @@ class PgStore implements PostgresStore {
     // statements before it, as they would one by one; their answers are awaited before the COMMIT.
     const ahead: Array<{ job: Waiting; run: Promise<{ ok: boolean; value?: unknown }>; after: Array<() => void>; failed: () => boolean }> = [];
     const pendingJobs = () => ahead.splice(0).map((a) => a.job);
+    const held: Held[] = [];
+    const begins: Array<Promise<unknown>> = [];
     let client: pg.PoolClient | undefined;
     try {
       client = await this.#connect();
@@ -971,6 +1003,24 @@ class PgStore implements PostgresStore {
         const onItsWay = new Promise<undefined>((r) => { released = () => r(undefined); });
         const runner: Runner = {
           query: async (config) => {
+            // A last statement that several jobs' can share (mergeable: recordEvent's, at the end of a control fact) is
+            // held and sent with the others after the batch's other statements (#sendHeld); not with savepoints.
+            const m = !guarded && last?.next ? mergeable.get((config as { source?: string }).source ?? '') : undefined;
+            if (m && last) {
+              corkUntil(c, process.nextTick);
+              if (!begun) { begun = true; const b = c.query('BEGIN'); b.catch(() => undefined); begins.push(b); }
+              sent = true;
+              last.next = false;
+              lastSent = true;
+              const answer = new Promise<pg.QueryResult>((resolve, reject) => held.push({ m, params: (config as unknown as { params: Record<string, unknown> }).params, config, resolve, reject }));
+              released();
+              try {
+                return await answer;
+              } catch (err) {
+                failed = true;
+                throw err;
+              }
+            }
             corkUntil(c, process.nextTick);
             const first: Array<Promise<unknown>> = [];
             if (!begun) { begun = true; first.push(c.query('BEGIN')); }
@@ -1021,6 +1071,7 @@ class PgStore implements PostgresStore {
         if (failed) again.push(job);
         else job.reject(this.wrap(thrown!.err));
       }
+      if (held.length) this.#sendHeld(c, held.splice(0), begins);
       // The jobs whose last statement went on without waiting: all answered, or the batch runs again one by one (a
       // failed statement aborted the transaction for every job after it; no savepoints here).
       for (const a of ahead) {
@@ -1063,6 +1114,8 @@ class PgStore implements PostgresStore {
       const e = this.wrap(err);
       for (const job of jobs) if (!again.includes(job)) job.reject(e);
     } finally {
+      // Held statements never sent (the batch ended before them): their jobs run again alone or have failed already.
+      for (const h of held.splice(0)) h.reject(BATCH_ROLLED_BACK);
       this.#running--;
       // One after another, in the batch's order (not the order they failed in): each sees the ones before it, as it
       // did in the batch.

@@ -126,3 +126,17 @@ export interface WriteFault { since: number; last: number; message: string }
 
 /** `prev` with one more failure (its start kept): what both stores record when a write fails so. */
 export const faultAgain = (prev: WriteFault | undefined, message: string, now = Date.now()): WriteFault => ({ since: prev?.since ?? now, last: now, message });
+
+/**
+ * Statements a PostgreSQL write batch may send as one. A job's last statement (commitWithNext) whose SQL is a key
+ * here is held until the batch's other statements are sent; then the held statements go out as one statement, `sql`
+ * with `merge`'s parameters, and each job gets the row whose `keyColumn` is `key` of its own parameters. The
+ * statement must do for each row exactly what the keyed SQL does for one, in the rows' order.
+ */
+export interface Mergeable {
+  sql: string;
+  merge: (params: Array<Record<string, unknown>>) => Record<string, unknown>;
+  key: (params: Record<string, unknown>) => string;
+  keyColumn: string;
+}
+export const mergeable = new Map<string, Mergeable>();

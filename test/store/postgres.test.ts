@@ -15,7 +15,7 @@ import { SESSION_SLOTS, SLOT_LOCKS } from '../../src/store/migrations/0220-state
 import { compileSql, LISTEN_FRESH_MS, MIGRATE_LOCK_KEY, openPostgresStore, parsePostgresUrl, SAVEPOINTS_HOLD_MS, type PostgresStore } from '../../src/store/postgres.js';
 import { blockDigitsSql, onEventRecorded, recordEvent } from '../../src/store/events.js';
 import { claimDue, deliveries, matches, recordAttempt, recordAttempts, subscriptions, type AttemptRecord } from '../../src/store/webhooks.js';
-import { forUpdate, lockKey, type Invalidation, type Sql } from '../../src/store/sql.js';
+import { forUpdate, lockKey, mergeable, type Invalidation, type Sql } from '../../src/store/sql.js';
 import { databaseNameFor, databaseUrl, ensureDatabase, PG_URL_ENV, pgAvailable, startPostgres, storeUrlFor, testServerUrl, type PostgresServer } from '../helpers/postgres.js';
 import { sleep, waitFor } from '../helpers/wait.js';
 import { startFreezingProxy } from '../helpers/tcp-freeze.js';
@@ -831,7 +831,90 @@ describe.skipIf(!shared && !avail.ok)('PostgreSQL store', () => {
         expect(await s.q.value('SELECT COUNT(*) FROM budgets WHERE node_id = ?', [node])).toBe(1); // the write's other statement, once
       }
     });
+    it('recordEvent as the last statement of jobs that wait for a connection together: one statement for all their events, each job its own event in order, the deliveries and counts one by one would make; a bad row runs them again alone', async () => {
+      // The merged statement (mergeable, sql.ts): wrapped here only to count how many events each use of it carried.
+      const entry = [...mergeable.values()].find((m) => m.sql.includes('INSERT INTO events'))!;
+      const merge = entry.merge;
+      const carried: number[] = [];
+      entry.merge = (ps) => { carried.push(ps.length); return merge(ps); };
+      try {
+        const kinds = ['budget.halted', 'subscription.closed', 'stream.revoked'] as const;
+        const filters = ['*', '["budget.halted"]', '["stream.revoked","subscription.closed"]', '["subscription.closed"]', '["budget.released"]'];
+        const subs = Array.from({ length: 14 }, (_, i) => ({ id: `whk_${String(i).padStart(2, '0')}`, node: i % 4 === 3 ? 'n2' : 'n1', events: filters[i % filters.length]!,
+          schema_version: (i % 3 === 0 ? '1.0.0' : '1.1.0') as '1.0.0' | '1.1.0', status: i === 7 ? 'disabled' : 'active' }));
+        // Eight events, in one batch (batched: true) or one write each: the same rows either way, ids aside.
+        const run = async (batched: boolean, badAt?: number) => {
+          const s = await openAt(await freshDb(), { poolSize: 1 });
+          await s.q.run("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
+          await s.write(async (tx) => {
+            for (const x of subs)
+              await subscriptions.insert(tx, { id: x.id, node_id: x.node, url: 'https://r.example/h', events: x.events, schema_version: x.schema_version, description: null, status: x.status as 'active', secret: 'whsec_x', created_at: 0 });
+          });
+          if (badAt !== undefined) await s.write((tx) => recordEvent(tx, 'n1', 'budget.halted', 'taken', {}, 500, 'evt_taken'));
+          const job = (i: number) => async (tx: Sql) => {
+            // One job writes something of its own first: its event still comes after it, in its place among the events.
+            if (i === 4) await tx.run("INSERT INTO budgets(node_id, id, status, reasons, released_micro, updated_at) VALUES ('n1', 'b4', 'halted', '[]', NULL, 0)");
+            return recordEvent(tx, i % 2 ? 'n2' : 'n1', kinds[i % 3]!, `ref:${i}`, { i }, 1000 + i, i === badAt ? 'evt_taken' : `evt_${i}`, { last: true });
+          };
+          let got: Array<PromiseSettledResult<{ seq: number; id: string }>>;
+          if (batched) {
+            const held = gate();
+            const holder = s.write(async (tx) => { await tx.run('SELECT 1'); await held.p; });
+            const queued = Array.from({ length: 8 }, (_, i) => s.write(job(i)));
+            await sleep(50);
+            held.open();
+            await holder;
+            got = await Promise.allSettled(queued);
+          } else {
+            got = [];
+            for (let i = 0; i < 8; i++) got.push(await s.write(job(i)).then((value) => ({ status: 'fulfilled' as const, value }), (reason: unknown) => ({ status: 'rejected' as const, reason })));
+          }
+          const events = await s.q.all<{ seq: number; id: string; node_id: string; type: string; external_ref: string; occurred_at: number }>("SELECT seq, id, node_id, type, external_ref, occurred_at FROM events WHERE id <> 'evt_taken' ORDER BY seq");
+          const dels = await s.q.all<{ event_id: string; subscription_id: string; id: string; status: string; next_attempt_at: number }>(
+            'SELECT e.id AS event_id, d.subscription_id, d.id, d.status, d.next_attempt_at FROM deliveries d JOIN events e ON e.seq = d.event_seq WHERE e.id <> \'evt_taken\' ORDER BY d.rowid');
+          const counts = await s.q.all("SELECT subscription_id, CAST(SUM(n) AS BIGINT) AS n FROM delivery_counts WHERE state = 'pending' GROUP BY subscription_id HAVING SUM(n) <> 0 ORDER BY subscription_id");
+          const xacts = await s.q.value<number>("SELECT COUNT(DISTINCT xmin::text) FROM events WHERE id <> 'evt_taken'");
+          return { got, events, dels, counts, xacts };
+        };
+        const one = await run(false);
+        expect(carried).toEqual([]); // one at a time: nothing to merge
+        const all = await run(true);
+        expect(carried).toEqual([8]); // the batch's eight events in one statement
+        expect(all.xacts).toBe(1);
+        // Each job its own event back, in the jobs' order.
+        const seqs = all.got.map((g) => (g as PromiseFulfilledResult<{ seq: number; id: string }>).value);
+        expect(seqs.map((e) => e.id)).toEqual(Array.from({ length: 8 }, (_, i) => `evt_${i}`));
+        expect(seqs.map((e) => e.seq)).toEqual(all.events.map((e) => e.seq));
+        // The same events, deliveries (by subscription, in order) and counts as one write each.
+        const shape = (r: typeof one) => ({
+          events: r.events.map(({ id, node_id, type, external_ref, occurred_at }) => ({ id, node_id, type, external_ref, occurred_at })),
+          dels: r.dels.map(({ event_id, subscription_id, status, next_attempt_at }) => ({ event_id, subscription_id, status, next_attempt_at })),
+          counts: r.counts,
+        });
+        expect(shape(all)).toEqual(shape(one));
+        expect(one.dels.length).toBeGreaterThan(8);
+        for (const ev of all.events) {
+          const ids = all.dels.filter((d) => d.event_id === ev.id);
+          const want = subs.filter((x) => x.node === ev.node_id && x.status === 'active' && matches(x, ev.type as (typeof kinds)[number])).map((x) => x.id).sort();
+          expect(ids.map((d) => d.subscription_id)).toEqual(want);
+          for (const d of ids) expect(d.id).toMatch(/^dlv_[0-9A-HJKMNP-TV-Z]{26}$/);
+          expect(ids.map((d) => d.id)).toEqual(ids.map((d) => d.id).sort()); // one block per event, the k-th subscription the k-th id
+        }
+        // A row the merged statement cannot write (an event id already taken): nothing of it kept, each job again
+        // alone; the bad one fails with its own error, the seven others are recorded.
+        carried.length = 0;
+        const bad = await run(true, 5);
+        expect(carried).toEqual([8]);
+        expect(bad.got.map((g) => g.status)).toEqual(['fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+        expect(((bad.got[5] as PromiseRejectedResult).reason as { code?: string }).code).toBe('23505');
+        expect(bad.events.map((e) => e.id)).toEqual([0, 1, 2, 3, 4, 6, 7].map((i) => `evt_${i}`));
+        expect(bad.xacts).toBe(7); // each alone
+      } finally {
+        entry.merge = merge;
+      }
+    });
   });
+
 
   describe('recordAttempts on PostgreSQL (a batch of results in one statement)', () => {
     it('leaves the same deliveries, attempt rows (in order) and counters as recordAttempt one by one; a stale claim records nothing', async () => {
