@@ -931,23 +931,6 @@ class PgStore implements PostgresStore {
   }
 
   /**
-   * Jobs one after another in one transaction: one COMMIT and one WAL flush for all, where each alone costs a BEGIN, a
-   * COMMIT and a flush. Optimistic first: no savepoints. A job that fails (it throws, or one of its statements failed:
-   * a deadlock, a unique key, an error it caught and went on from) rolls the whole batch back, and every job of it
-   * runs again in a transaction of its own, so each meets exactly what it would have met alone; from then on, for
-   * SAVEPOINTS_HOLD_MS after the last such failure, each job gets a savepoint of its own, sent with its first
-   * statement (no round trip of its own): a job that throws is rolled back to its savepoint and fails alone, as its
-   * own transaction would; a job one of whose statements failed is rolled back to its savepoint and run again alone
-   * after the batch. A savepoint that writes is a subtransaction (an id of its own, a lock on it, a SAVEPOINT
-   * statement): bench/postgres measured 70 µs of the server's CPU and 30 µs of ours per recorded event, about 15 %,
-   * for the protection of a failure that a batch of well-formed requests rarely has; the hold keeps a stream of
-   * failing jobs (refused requests) from rolling back batch after batch.
-   * Jobs run in order and each sees the writes of those before it, as if they had committed just before: a row or
-   * keyed lock one of them takes is held to the batch's COMMIT, which is what the lock asks for anyway. A failure of the
-   * batch itself (the connection lost, a COMMIT refused) fails every job that had not failed on its own, as it would
-   * have failed each alone. The connection lost under a job fails that job (503) and runs the others again alone.
-   */
-  /**
    * Send a batch's held last statements (mergeable, in sql.ts): one as it was; several as one statement, each job
    * answered with its own row of it (found by the statement's key column), or all failed with its error (the batch
    * then runs its jobs again alone). Sent after every other statement of the batch, before its COMMIT.
@@ -974,6 +957,23 @@ class PgStore implements PostgresStore {
     }, (err: unknown) => { for (const h of held) h.reject(err); });
   }
 
+  /**
+   * Jobs one after another in one transaction: one COMMIT and one WAL flush for all, where each alone costs a BEGIN, a
+   * COMMIT and a flush. Optimistic first: no savepoints. A job that fails (it throws, or one of its statements failed:
+   * a deadlock, a unique key, an error it caught and went on from) rolls the whole batch back, and every job of it
+   * runs again in a transaction of its own, so each meets exactly what it would have met alone; from then on, for
+   * SAVEPOINTS_HOLD_MS after the last such failure, each job gets a savepoint of its own, sent with its first
+   * statement (no round trip of its own): a job that throws is rolled back to its savepoint and fails alone, as its
+   * own transaction would; a job one of whose statements failed is rolled back to its savepoint and run again alone
+   * after the batch. A savepoint that writes is a subtransaction (an id of its own, a lock on it, a SAVEPOINT
+   * statement): bench/postgres measured 70 µs of the server's CPU and 30 µs of ours per recorded event, about 15 %,
+   * for the protection of a failure that a batch of well-formed requests rarely has; the hold keeps a stream of
+   * failing jobs (refused requests) from rolling back batch after batch.
+   * Jobs run in order and each sees the writes of those before it, as if they had committed just before: a row or
+   * keyed lock one of them takes is held to the batch's COMMIT, which is what the lock asks for anyway. A failure of the
+   * batch itself (the connection lost, a COMMIT refused) fails every job that had not failed on its own, as it would
+   * have failed each alone. The connection lost under a job fails that job (503) and runs the others again alone.
+   */
   async #runBatch(jobs: Waiting[]): Promise<void> {
     this.#running++;
     const guarded = Date.now() < this.#savepointsUntil;
