@@ -24,12 +24,19 @@ export function blockDigitsSql(k: string): string {
   return Array.from({ length: BLOCK_DIGITS }, (_, i) => digit(BLOCK_DIGITS - 1 - i)).join(' || ');
 }
 
+/**
+ * SQL: the subscription (its columns prefixed `w`) is the node's, active, and takes the event: matches(), in SQL (the
+ * kind in the subscription's schema version, and in its events list, a JSON array of kind names or '*').
+ */
+const takesEvent = (w: string, node: string, in100: string, quoted: string) =>
+  `${w}node_id = ${node} AND ${w}status = 'active' AND (${w}schema_version = '1.1.0' OR ${in100} = 1) AND (${w}events = '*' OR strpos(${w}events, ${quoted}) > 0)`;
+
 const SQLITE_INSERT = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
 /** recordEvent's PostgreSQL statement, made once: its text is the same for every event (and so is the store's cache key). */
 const PG_RECORD = `WITH e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body)
           VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq),
         s AS (SELECT id, row_number() OVER (ORDER BY id) AS k FROM webhook_subscriptions
-          WHERE node_id = @node AND status = 'active' AND (schema_version = '1.1.0' OR @in100 = 1) AND (events = '*' OR strpos(events, @quoted) > 0)),
+          WHERE ${takesEvent('', '@node', '@in100', '@quoted')}),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
           SELECT @block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', @now, @now, 0 FROM e, s
           RETURNING subscription_id),
@@ -46,7 +53,7 @@ const PG_RECORD_MANY = `WITH v AS (SELECT * FROM unnest(CAST(@ids AS TEXT[]), CA
           WITH ORDINALITY AS v(id, node, type, ref, at, body, in100, quoted, block, o)),
         e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) SELECT id, node, type, ref, at, body FROM v ORDER BY o RETURNING seq, id),
         s AS (SELECT v.id AS event_id, w.id, row_number() OVER (PARTITION BY v.id ORDER BY w.id) AS k FROM v JOIN webhook_subscriptions w
-          ON w.node_id = v.node AND w.status = 'active' AND (w.schema_version = '1.1.0' OR v.in100 = 1) AND (w.events = '*' OR strpos(w.events, v.quoted) > 0)),
+          ON ${takesEvent('w.', 'v.node', 'v.in100', 'v.quoted')}),
         d AS (INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
           SELECT v.block || ${blockDigitsSql('s.k')}, e.seq, s.id, 'pending', v.at, v.at, 0 FROM s JOIN v ON v.id = s.event_id JOIN e ON e.id = s.event_id
           ORDER BY e.seq, s.k
@@ -56,8 +63,7 @@ const PG_RECORD_MANY = `WITH v AS (SELECT * FROM unnest(CAST(@ids AS TEXT[]), CA
       SELECT e.id, e.seq, COALESCE(m.made, 0) AS made FROM e LEFT JOIN m ON m.event_seq = e.seq`;
 mergeable.set(PG_RECORD, {
   sql: PG_RECORD_MANY,
-  key: (p) => p.id as string,
-  keyColumn: 'id',
+  key: 'id',
   merge: (ps) => ({
     ids: ps.map((p) => p.id), nodes: ps.map((p) => p.node), types: ps.map((p) => p.type), refs: ps.map((p) => p.ref), ats: ps.map((p) => p.now),
     bodies: ps.map((p) => p.body), in100s: ps.map((p) => p.in100), quoteds: ps.map((p) => p.quoted), blocks: ps.map((p) => p.block),

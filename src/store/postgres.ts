@@ -937,20 +937,16 @@ class PgStore implements PostgresStore {
    */
   #sendHeld(c: pg.PoolClient, held: Held[], begins: Array<Promise<unknown>>): void {
     corkUntil(c, process.nextTick);
-    if (held.length === 1) {
-      const h = held[0]!;
-      void Promise.all([c.query(h.config), ...begins]).then(([res]) => h.resolve(res as pg.QueryResult), h.reject);
-      return;
-    }
     const m = held[0]!.m;
-    const compiled = compileSql(m.sql);
-    const values = bind(compiled, m.merge(held.map((h) => h.params)));
-    void Promise.all([c.query({ name: compiled.name, text: compiled.text, values }), ...begins]).then(([res]) => {
+    const merged = held.length > 1 ? compileSql(m.sql) : undefined;
+    const config = merged ? { name: merged.name, text: merged.text, values: bind(merged, m.merge(held.map((h) => h.params))) } : held[0]!.config;
+    void Promise.all([c.query(config), ...begins]).then(([res]) => {
       const r = res as pg.QueryResult;
+      if (!merged) return held[0]!.resolve(r);
       const by = new Map<string, unknown>();
-      for (const row of r.rows as Array<Record<string, unknown>>) by.set(String(row[m.keyColumn]), row);
+      for (const row of r.rows as Array<Record<string, unknown>>) by.set(String(row[m.key]), row);
       for (const h of held) {
-        const row = by.get(m.key(h.params));
+        const row = by.get(String(h.params[m.key]));
         if (row === undefined) h.reject(new Error('a merged statement did not answer for one of its rows'));
         else h.resolve({ ...r, rows: [row], rowCount: 1 });
       }
@@ -1006,8 +1002,8 @@ class PgStore implements PostgresStore {
             // A last statement that several jobs' can share (mergeable: recordEvent's, at the end of a control fact) is
             // held and sent with the others after the batch's other statements (#sendHeld); not with savepoints.
             const m = !guarded && last?.next ? mergeable.get((config as { source?: string }).source ?? '') : undefined;
+            corkUntil(c, process.nextTick);
             if (m && last) {
-              corkUntil(c, process.nextTick);
               if (!begun) { begun = true; const b = c.query('BEGIN'); b.catch(() => undefined); begins.push(b); }
               sent = true;
               last.next = false;
@@ -1021,7 +1017,6 @@ class PgStore implements PostgresStore {
                 throw err;
               }
             }
-            corkUntil(c, process.nextTick);
             const first: Array<Promise<unknown>> = [];
             if (!begun) { begun = true; first.push(c.query('BEGIN')); }
             if (!sent) { sent = true; if (guarded) first.push(c.query('SAVEPOINT job')); }

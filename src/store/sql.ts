@@ -130,13 +130,12 @@ export const faultAgain = (prev: WriteFault | undefined, message: string, now = 
 /**
  * Statements a PostgreSQL write batch may send as one. A job's last statement (commitWithNext) whose SQL is a key
  * here is held until the batch's other statements are sent; then the held statements go out as one statement, `sql`
- * with `merge`'s parameters, and each job gets the row whose `keyColumn` is `key` of its own parameters. The
+ * with `merge`'s parameters, and each job gets the row whose column `key` holds its own parameter `key`. The
  * statement must do for each row exactly what the keyed SQL does for one, in the rows' order.
  */
 export interface Mergeable {
   sql: string;
   merge: (params: Array<Record<string, unknown>>) => Record<string, unknown>;
-  key: (params: Record<string, unknown>) => string;
-  keyColumn: string;
+  key: string;
 }
 export const mergeable = new Map<string, Mergeable>();
