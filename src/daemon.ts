@@ -22,7 +22,7 @@ import { Settler } from './rails/settler.js';
 import { ensureReceiptKey } from './service/receipts.js';
 import { Pruner } from './ops/retention.js';
 import { startTracing, stopTracing } from './ops/tracing.js';
-import { boundHeapGrowth } from './ops/heap.js';
+import { boundHeapGrowth, growYoungGeneration, semiSpaceMb } from './ops/heap.js';
 import { AlertWatch, type AlertOptions } from './ops/alert-watch.js';
 
 export interface DaemonOptions {
@@ -98,6 +98,12 @@ function startKeyRefresh(store: Store, state: KeyRefreshState): NodeJS.Timeout {
 
 export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   boundHeapGrowth();
+  let youngMb: number;
+  try {
+    youngMb = semiSpaceMb();
+  } catch (err) {
+    throw configError((err as Error).message, 'unset it for the default (4 MB)');
+  }
   // Before anything that makes spans; refuses the start on a bad OTEL_* variable. Loads nothing when tracing is off.
   await startTracing();
   // readsPerConnection 1: reads that overlap go out on connections of their own (a CLI command's share one).
@@ -184,6 +190,7 @@ export async function startDaemon(o: DaemonOptions): Promise<Daemon> {
   const alertWatch = new AlertWatch({ store, worker, ...(o.rail ? { rail: o.rail.rail } : {}), config, options: o.alerts ?? {} });
   alertWatch.start();
   const keysTimer = startKeyRefresh(store, keyRefresh);
+  growYoungGeneration(youngMb); // from now on, not while the modules loaded (ops/heap.ts)
   log.info('daemon started', { url, dataDir: o.dataDir, store: store.description, ...(o.rail ? { mode: o.rail.rail.mode, rail: o.rail.rail.env } : {}) });
   let stopping: Promise<void> | undefined;
   return {
