@@ -44,10 +44,12 @@ export function semiSpaceMb(env: NodeJS.ProcessEnv = process.env): number {
  * when the process starts), so after every garbage collection (a `gc` PerformanceObserver) the growth factor is set
  * to 2 while doubling stays within that size and to 1 otherwise. V8 shrinks the young generation again when the
  * allocation rate falls, and it may grow once more when load returns. Without this it stays at its first 1 MB
- * semi-space, which V8 empties every MB allocated: under vouchers (bench/commit, `--min-semi-space-size`, three alternated runs each) the daemon
- * used 271-278 µs of CPU per voucher at 4 MB against 298-334 µs at 1 MB, and 4,989-5,429 vouchers/s against
- * 4,305-5,098; its peak RSS in bench/memory 110 MB against 105 (8 MB: 116-119 MB, too close to the 120 MB target).
- * 1 keeps the first size. Not set when NODE_SVC_SEMI_SPACE_GROWTH_FACTOR is (that factor then holds).
+ * semi-space, which V8 empties every MB allocated: under vouchers (bench/commit, `--min-semi-space-size`, three
+ * alternated runs each) the daemon used 271-278 µs of CPU per voucher at 4 MB against 298-334 µs at 1 MB, and
+ * 4,989-5,429 vouchers/s against 4,305-5,098; its peak RSS in bench/memory 110 MB against 105 (8 MB: 116-119 MB, too
+ * close to the 120 MB target). 1 keeps the first size. Not set when NODE_SVC_SEMI_SPACE_GROWTH_FACTOR is (that factor
+ * then holds). The observer stays for the process's life (a daemon started in-process and stopped leaves it: it only
+ * sets a flag after each collection); set once however many daemons a process starts.
  */
 export function growYoungGeneration(mb: number, env: NodeJS.ProcessEnv = process.env): void {
   if (watching || env.NODE_SVC_SEMI_SPACE_GROWTH_FACTOR !== undefined || mb <= 1) return;
