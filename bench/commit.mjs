@@ -60,7 +60,6 @@ try {
     if (r.status !== 201) throw new Error(`subscribe → ${r.status} ${await r.text()}`);
   }
   let controls = 0;
-  let nextStream = 0;
   const amounts = new Map(streams.map((s) => [s, 0]));
   let opened = 0;
   // Signed ahead, enough for every round at 9,000 requests/s (this process shares the machine with the daemon: signing
