@@ -19,6 +19,19 @@ export function cpuSeconds(pid) {
   return (Number(f[11]) + Number(f[12])) / 100;
 }
 
+/**
+ * The main thread of a process (its event loop, for node): [ns on a CPU, ns runnable but waiting for one] since it
+ * started, from /proc/PID/task/PID/schedstat; undefined where the kernel does not keep it.
+ */
+export function mainThreadSched(pid) {
+  try {
+    const [run, wait] = readFileSync(`/proc/${pid}/task/${pid}/schedstat`, 'utf8').split(' ').map(Number);
+    return [run, wait];
+  } catch {
+    return undefined;
+  }
+}
+
 export const median = (xs) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)];
 export const pct = (xs, p) => { const s = [...xs].sort((x, y) => x - y); return s[Math.min(s.length - 1, Math.floor((s.length * p) / 100))]; };
 export const fmt = (n, d = 0) => Number(n).toLocaleString('en-US', { maximumFractionDigits: d, minimumFractionDigits: d });
