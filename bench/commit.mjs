@@ -6,8 +6,8 @@
 // subject; prints medians and the median per-round ratio. Target (issue #22, DESIGN §15): >= 0.8 x the raw commit rate.
 // Also printed (no target): control facts (POST /v1/control, budget.halted, each fanned out to BENCH_SUBSCRIPTIONS
 // webhook subscriptions whose receiver answers 204 at once). The deliveries a control run leaves are delivered before
-// the next round starts (how long that took is printed): until 2026-12-01 the next round's raw commits and vouchers ran
-// while the worker still delivered them (vouchers 0.70 and 0.74 with 1 subscription, 0.80 and 0.84 with none).
+// the next round starts (how long that took is printed; 0.5-0.8 s on 2026-12-01): until then the next round's raw
+// commits ran while the worker still delivered them.
 // Each subject's line also prints the CPU per request of the daemon (all its threads: the signature checks run in
 // libuv's pool) and of this process (the load generator): on 2 cores their sum bounds the rate. And, where Linux
 // keeps it (schedstat), the daemon's event loop per request: its time on a core and its time runnable but waiting for
