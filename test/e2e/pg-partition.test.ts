@@ -112,18 +112,20 @@ describe.skipIf(SKIP)('a PostgreSQL that stops answering without a reset, or tak
       // ends them too), so the ones it opens next are read-only.
       await admin.query('ALTER DATABASE read_only SET default_transaction_read_only = on');
       await admin.query("SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = 'read_only' AND pid <> pg_backend_pid()");
-      // Until every old session has ended, a write may still commit on one (201) or go out on one the server is
-      // ending (503, `cannot be reached: terminating connection due to administrator command`); each is fine once.
-      // pg_terminate_backend only signals the sessions: CI run 60 (3c7d8aa) took the first 503 for the refusal, and
-      // the next write went out on another session still being ended. Nothing else may answer meanwhile.
-      // A session the server ended fails at most the request that finds it (then it is dropped): at most the write
-      // pool's 11 and the 3 read connections.
+      // pg_terminate_backend only signals the sessions: until each has ended, a write may still commit on one (201) or
+      // go out on one the server is ending (503, `cannot be reached: terminating connection due to administrator
+      // command`), once per session (it is then dropped): at most the write pool's 11 and the 3 read connections.
+      // Nothing else may answer meanwhile. CI run 60 (3c7d8aa) took the first 503 for the refusal, and its next write
+      // went out on another session still being ended.
       let refused: Awaited<ReturnType<typeof post>> | undefined;
       const meanwhile: string[] = [];
       let ended = 0;
       await waitFor(async () => {
         const r = await post('probe');
-        if (r.status === 503 && r.body.includes('takes no writes')) return Boolean((refused = r));
+        if (r.status === 503 && r.body.includes('takes no writes')) {
+          refused = r;
+          return true;
+        }
         if (r.status === 503 && r.body.includes('cannot be reached: terminating connection due to administrator command')) ended++;
         else if (r.status !== 201) meanwhile.push(`${r.status} ${r.body}`);
         return false;
