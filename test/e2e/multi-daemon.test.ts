@@ -4,7 +4,7 @@
 // delivery's signature; the card processor is the local one (test/helpers/card.ts), reached through a tagging proxy
 // per daemon so that every request it sees is attributed to the daemon that sent it.
 import { createServer, request as httpRequest, type Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import type { AddressInfo, Socket } from 'node:net';
 import { join } from 'node:path';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
@@ -51,10 +51,12 @@ interface ProxiedRequest { daemon: number; method: string; path: string; idempot
 
 /**
  * A loopback HTTP proxy in front of the local processor for daemon `daemon`: forwards every request as is and logs
- * it with the daemon's number, so the test knows which process sent each capture.
+ * it with the daemon's number, so the test knows which process sent each capture. `open()`: the daemon's connections
+ * to it not yet closed (a request its daemon wrote before it died is logged before its connection's close is seen).
  */
-async function taggingProxy(target: string, daemon: number, log: ProxiedRequest[]): Promise<{ url: string; close(): Promise<void> }> {
+async function taggingProxy(target: string, daemon: number, log: ProxiedRequest[]): Promise<{ url: string; open(): number; close(): Promise<void> }> {
   const to = new URL(target);
+  const sockets = new Set<Socket>();
   const server: Server = createServer((req, res) => {
     const entry: ProxiedRequest = { daemon, method: req.method ?? '', path: (req.url ?? '').split('?')[0]!, at: Date.now() };
     const key = req.headers['idempotency-key'];
@@ -68,9 +70,14 @@ async function taggingProxy(target: string, daemon: number, log: ProxiedRequest[
     out.on('error', () => res.destroy());
     req.pipe(out);
   });
+  server.on('connection', (sock: Socket) => {
+    sockets.add(sock);
+    sock.once('close', () => sockets.delete(sock));
+  });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
   return {
     url: `http://127.0.0.1:${(server.address() as AddressInfo).port}`,
+    open: () => sockets.size,
     close: () => new Promise<void>((r) => { server.close(() => r()); server.closeAllConnections(); }),
   };
 }
@@ -379,14 +386,20 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     // kill -9 the settler mid-run: a capture may be in flight; vouchers keep coming through the other daemon.
     await bill([0, 1]);
     const killAt = Date.now();
+    const gone = new Promise((r) => leaderD.child.once('exit', r));
     leaderD.child.kill('SIGKILL');
-    const killedPosts = log.filter((q) => q.method === 'POST' && q.daemon === leader).length;
     const billing = (async () => {
       for (let i = 0; i < 5; i++) {
         await bill([standby]);
         await sleep(400);
       }
     })();
+    // What the leader wrote before it died: a request already on its way to the proxy when the signal came is logged
+    // later (fresh-clone CI, 2026-12-02: counted right after kill(), 14, then 15 at the end). So the count is taken once
+    // the process has exited and the proxy has seen each of its connections closed, the data before each close read.
+    await gone;
+    await waitFor(() => proxies[leader]!.open() === 0, "the killed daemon's connections to the processor closed", 10_000, 10);
+    const killedPosts = log.filter((q) => q.method === 'POST' && q.daemon === leader).length;
     const tookOverAt = await waitFor(() => leaseLines(standbyD) > 0 && Date.now(), 'the survivor takes the settlement lease', 15_000, 20);
     await billing;
 

@@ -1,5 +1,6 @@
 // Start the real daemon (bin/node-svc daemon) as a child process on a free loopback port, and talk HTTP to it.
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { BIN, REPO_ROOT } from './cli.js';
@@ -37,6 +38,26 @@ export interface DaemonOptions {
 
 const LISTENING_RE = /listening on (http:\/\/\S+)/;
 
+/**
+ * For a start that timed out: each thread of the process as Linux shows it (name, state, CPU ticks, what it sleeps
+ * in), so the failure says whether the daemon was busy or stuck, and where. Fresh-clone CI on 2026-12-02 had a daemon
+ * print nothing for 30 s under test/e2e/tracing.test.ts's module probe; 150 starts of the same kind under load here did not.
+ */
+export function threadsOf(pid: number): string {
+  try {
+    return readdirSync(`/proc/${pid}/task`).map((tid) => {
+      const stat = readFileSync(`/proc/${pid}/task/${tid}/stat`, 'utf8');
+      const name = stat.slice(stat.indexOf('(') + 1, stat.lastIndexOf(')'));
+      const f = stat.slice(stat.lastIndexOf(')') + 2).split(' '); // f[0] state, f[11] utime, f[12] stime
+      let wchan = '';
+      try { wchan = readFileSync(`/proc/${pid}/task/${tid}/wchan`, 'utf8'); } catch { /* not shown to this user */ }
+      return `${name} ${f[0]} ${Number(f[11]) + Number(f[12])} ticks${wchan && wchan !== '0' ? ` in ${wchan}` : ''}`;
+    }).join('; ');
+  } catch (err) {
+    return `unreadable (${(err as Error).message})`;
+  }
+}
+
 /** `node bin/node-svc --data-dir <dir> daemon --port 0 --rate-limit <n>`; resolves once it prints its URL. */
 export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Promise<RunningDaemon> {
   const env: NodeJS.ProcessEnv = {};
@@ -61,8 +82,9 @@ export async function startDaemon(dataDir: string, opts: DaemonOptions = {}): Pr
 
   return new Promise((resolve, reject) => {
     const timer = setTimeout(() => {
+      const threads = threadsOf(child.pid!);
       child.kill('SIGKILL');
-      reject(new Error(`daemon did not print "listening on" within ${opts.startTimeoutMs ?? 30_000} ms\nstdout: ${out}\nstderr: ${err}`));
+      reject(new Error(`daemon did not print "listening on" within ${opts.startTimeoutMs ?? 30_000} ms\nthreads: ${threads}\nstdout: ${out}\nstderr: ${err}`));
     }, opts.startTimeoutMs ?? 30_000);
     child.once('error', (e) => { clearTimeout(timer); reject(e); });
     void exited.then((code) => {
