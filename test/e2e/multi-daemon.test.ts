@@ -386,8 +386,7 @@ describe.skipIf(SKIP)('several daemons on one PostgreSQL database (issue #15 fau
     // kill -9 the settler mid-run: a capture may be in flight; vouchers keep coming through the other daemon.
     await bill([0, 1]);
     const killAt = Date.now();
-    const gone = new Promise((r) => leaderD.child.once('exit', r));
-    leaderD.child.kill('SIGKILL');
+    const gone = leaderD.stop('SIGKILL'); // its exit
     const billing = (async () => {
       for (let i = 0; i < 5; i++) {
         await bill([standby]);
