@@ -52,6 +52,11 @@ export function decodeJson(part: string): Record<string, unknown> | undefined {
 
 /** decodeJson of a part that splitCompact returned: its alphabet was checked there (not again over every byte). */
 export function decodePart(part: string): Record<string, unknown> | undefined {
+  return decodePartText(part)?.[0];
+}
+
+/** decodePart, with the JSON text the object was parsed from (what the verifier's cache keeps of a credential). */
+export function decodePartText(part: string): [Record<string, unknown>, string] | undefined {
   try {
     const bytes = Buffer.from(part, 'base64');
     // Bad UTF-8 is refused (a fatal decoder's check, done natively); a byte-order mark is not JSON either.
@@ -59,7 +64,7 @@ export function decodePart(part: string): Record<string, unknown> | undefined {
     const text = bytes.toString('utf8');
     const v: unknown = JSON.parse(text);
     if (typeof v !== 'object' || v === null || Array.isArray(v)) return undefined;
-    return hasDuplicateMembers(text, v) ? undefined : (v as Record<string, unknown>);
+    return hasDuplicateMembers(text, v) ? undefined : [v as Record<string, unknown>, text];
   } catch {
     return undefined;
   }

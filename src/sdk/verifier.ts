@@ -17,7 +17,7 @@ import { EXTERNAL_ID_RE } from '../domain/ids.js';
 import { isoSeconds } from '../domain/time.js';
 import type { Refusal } from '../domain/refusals.js';
 import { KeySet } from './keys.js';
-import { checkHeader, decodeHeader, decodePart, splitCompact, verifySignature, verifySignatureAsync } from './jws.js';
+import { checkHeader, decodeHeader, decodePartText, splitCompact, verifySignature, verifySignatureAsync } from './jws.js';
 
 /** A credential whose signature the thread pool found good with `key` (verifyClaimsAsync), and its parts. */
 interface SignatureAhead {
@@ -43,6 +43,19 @@ export interface VerifyOptions {
 
 type Outcome = { ok: true; claims: VerifiedClaims } | RefusedCredential;
 
+/**
+ * A cached credential: at first sight only the JSON text of its verified payload (one flat string), expanded into its
+ * claims the second time it is seen and kept expanded from then on. A credential seen once (a stream's open) then
+ * leaves no object graph behind for the young generation to copy twice: keeping the graph from the first sight cost
+ * ~6 µs of garbage collection per first-sight verify (bench/verify, and a probe that skipped the signature: 12.9 µs of
+ * work besides the Ed25519 verify with the graph kept, 6.5 with nothing kept, 8.0 with a flat string kept).
+ */
+interface CacheEntry {
+  seq: number;
+  text: string;
+  claims: VerifiedClaims | undefined;
+}
+
 const refuse = (refusal: Refusal, detail: string): RefusedCredential => ({ valid: false, refusal, detail });
 
 const ADDR_RE = /^0x[0-9a-fA-F]{40}$/;
@@ -57,7 +70,7 @@ export class Verifier {
   readonly #algorithms: ReadonlySet<string>;
   readonly #tolerance: number;
   readonly #cacheSize: number;
-  readonly #cache = new Map<string, { claims: VerifiedClaims; seq: number }>();
+  readonly #cache = new Map<string, CacheEntry>();
   #cacheVersion = -1;
   #cacheSeq = 0;
 
@@ -109,10 +122,11 @@ export class Verifier {
       const jws = input.trim();
       if (jws.length > MAX_CREDENTIAL_BYTES) return refuse('malformed', `credential is longer than ${MAX_CREDENTIAL_BYTES} bytes`);
       const cached = this.#cacheGet(jws);
-      const claims = cached ?? this.#checkSignedParts(jws, checked);
-      if ('valid' in claims) return claims;
-      if (!cached) this.#cacheSet(jws, claims);
-      return this.#checkLive(claims, opts.audience, now);
+      if (cached) return this.#checkLive(cached, opts.audience, now);
+      const signed = this.#checkSignedParts(jws, checked);
+      if ('valid' in signed) return signed;
+      this.#cacheSet(jws, signed.text);
+      return this.#checkLive(signed.claims, opts.audience, now);
     } catch (err) {
       // Fail closed: whatever went wrong, the answer is a refusal, never a payload.
       return refuse('malformed', `credential could not be verified (${err instanceof Error ? err.name : 'error'})`);
@@ -135,13 +149,20 @@ export class Verifier {
       hit.seq = ++this.#cacheSeq;
       this.#cache.set(jws, hit);
     }
-    return hit?.claims;
+    if (!hit) return undefined;
+    if (!hit.claims) {
+      // Second sight: the text passed every check of the first (signature, unique members, claim shapes), so it
+      // parses to the same claims; the text is let go once expanded.
+      hit.claims = verified(JSON.parse(hit.text) as Record<string, unknown>);
+      hit.text = '';
+    }
+    return hit.claims;
   }
 
-  #cacheSet(jws: string, claims: VerifiedClaims): void {
+  #cacheSet(jws: string, text: string): void {
     if (this.#cacheSize <= 0) return;
     if (this.#cache.size >= this.#cacheSize) this.#cache.delete(this.#cache.keys().next().value!);
-    this.#cache.set(jws, { claims, seq: ++this.#cacheSeq });
+    this.#cache.set(jws, { seq: ++this.#cacheSeq, text, claims: undefined });
   }
 
   #version(): number {
@@ -151,7 +172,7 @@ export class Verifier {
   }
 
   /** Everything that does not depend on the caller or the clock: parse, header, key, signature, claim shapes. */
-  #checkSignedParts(jws: string, ahead?: SignatureAhead): VerifiedClaims | RefusedCredential {
+  #checkSignedParts(jws: string, ahead?: SignatureAhead): { claims: VerifiedClaims; text: string } | RefusedCredential {
     const parts = ahead?.jws === jws ? ahead.parts : splitCompact(jws);
     if (!parts) return refuse('malformed', 'not a compact JWS (three base64url parts)');
     const header = decodeHeader(parts[0]);
@@ -161,36 +182,12 @@ export class Verifier {
     const entry = checked;
     const known = ahead !== undefined && ahead.jws === jws && ahead.key === entry.key; // found good in the pool
     if (!known && !verifySignature(entry, parts)) return refuse('bad_signature', `signature does not verify with key "${entry.kid}"`);
-    const c = decodePart(parts[1]);
-    if (!c) return refuse('malformed', 'payload is not a base64url JSON object with unique member names');
+    const decoded = decodePartText(parts[1]);
+    if (!decoded) return refuse('malformed', 'payload is not a base64url JSON object with unique member names');
+    const [c, text] = decoded;
     for (const name of REQUIRED) if (c[name] === undefined || c[name] === null) return refuse('missing_claim', `claim "${name}" is missing`);
     if (c.iss !== entry.issuer) return refuse('untrusted_issuer', `iss ${JSON.stringify(c.iss)} is not the issuer key "${entry.kid}" is trusted for`);
-    return claimShapes(c) ?? {
-      result: {
-        valid: true,
-        credentialId: c.jti as string,
-        issuer: c.iss as string,
-        payer: c.sub as string,
-        node: c.aud as string,
-        stream: c.stream as string,
-        budget: c.budget as string,
-        capMicro: c.cap as string,
-        asset: c.asset as string,
-        unitPriceMicro: c.unitPrice as string,
-        rateMicroPerSecond: (c.rate as string | undefined) ?? null,
-        mode: c.mode as Mode,
-        issuedAt: isoSeconds(c.iat as number),
-        expiresAt: isoSeconds(c.exp as number),
-        ...((c.cnf as { addr?: string }).addr
-          ? { escrow: { chainId: c.chainId as number, contract: (c.escrow as string).toLowerCase(), channel: (c.channel as string).toLowerCase(), payerAddress: ((c.cnf as { addr: string }).addr).toLowerCase() } }
-          : {}),
-      } satisfies ValidCredential,
-      iat: c.iat as number,
-      exp: c.exp as number,
-      nbf: c.nbf as number | undefined,
-      cnf: c.cnf as VoucherKey,
-      claims: c,
-    };
+    return claimShapes(c) ?? { claims: verified(c), text };
   }
 
   /** Audience and time: re-checked on every call, cached or not. */
@@ -202,6 +199,36 @@ export class Verifier {
     if (t + this.#tolerance < v.iat) return refuse('not_yet_valid', `credential is issued in the future (${v.result.issuedAt})`);
     return { ok: true, claims: v };
   }
+}
+
+/** The claims of a credential whose signature, issuer and claim shapes passed (#checkSignedParts), as the daemon uses them. */
+function verified(c: Record<string, unknown>): VerifiedClaims {
+  return {
+    result: {
+      valid: true,
+      credentialId: c.jti as string,
+      issuer: c.iss as string,
+      payer: c.sub as string,
+      node: c.aud as string,
+      stream: c.stream as string,
+      budget: c.budget as string,
+      capMicro: c.cap as string,
+      asset: c.asset as string,
+      unitPriceMicro: c.unitPrice as string,
+      rateMicroPerSecond: (c.rate as string | undefined) ?? null,
+      mode: c.mode as Mode,
+      issuedAt: isoSeconds(c.iat as number),
+      expiresAt: isoSeconds(c.exp as number),
+      ...((c.cnf as { addr?: string }).addr
+        ? { escrow: { chainId: c.chainId as number, contract: (c.escrow as string).toLowerCase(), channel: (c.channel as string).toLowerCase(), payerAddress: ((c.cnf as { addr: string }).addr).toLowerCase() } }
+        : {}),
+    } satisfies ValidCredential,
+    iat: c.iat as number,
+    exp: c.exp as number,
+    nbf: c.nbf as number | undefined,
+    cnf: c.cnf as VoucherKey,
+    claims: c,
+  };
 }
 
 const isNumericDate = (v: unknown): v is number => typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;

@@ -425,6 +425,31 @@ describe('Verifier: cache of verified credentials', () => {
     expect(v.verify(jws, { audience: NODE, now: at(NOW) })).toMatchObject({ valid: false, refusal: 'unknown_key' });
   });
 
+  it('first, second and later sights give the same claims as an uncached verifier (the cache keeps only the text at first sight)', () => {
+    const escrow = { chainId: 1337, escrow: `0x${'CD'.repeat(20)}`, channel: `0x${'EF'.repeat(32)}` };
+    const cases = [
+      mint({ claims: { nbf: NOW - 5, rate: '7', note: 'ünïcode ✓', nested: { a: [1, { b: 'c:"d' }] } } }),
+      mint({ key: es, claims: { cnf: { addr: `0x${'AB'.repeat(20)}` }, ...escrow } }),
+    ];
+    for (const jws of cases) {
+      const opts = { audience: NODE, now: at(NOW) };
+      const uncached = new Verifier({ keys, cacheSize: 0 }).verifyClaims(jws, opts);
+      expect(uncached).toMatchObject({ ok: true });
+      const v = new Verifier({ keys });
+      const sights = [1, 2, 3, 4].map(() => v.verifyClaims(jws, opts));
+      for (const [k, out] of sights.entries()) expect(out, `sight ${k + 1}`).toEqual(uncached);
+      // From the second sight on, the claims are the cache's expanded object, the same one each time.
+      const [, second, third] = sights as [unknown, { claims: unknown }, { claims: unknown }];
+      expect(third.claims).toBe(second.claims);
+      // Audience and clock are still judged on a hit that expanded the text.
+      const w = new Verifier({ keys });
+      expect(w.verifyClaims(jws, opts)).toMatchObject({ ok: true });
+      expect(w.verifyClaims(jws, { audience: 'node-b', now: at(NOW) })).toMatchObject({ valid: false, refusal: 'wrong_audience' });
+      expect(w.verifyClaims(jws, { audience: NODE, now: at(NOW + 7200) })).toMatchObject({ valid: false, refusal: 'expired' });
+      expect(w.verifyClaims(jws, opts)).toEqual(uncached);
+    }
+  });
+
   it('refusals are not cached as valid, and a small cache evicts without breaking answers', () => {
     const v = new Verifier({ keys, cacheSize: 2 });
     const creds = [mint(), mint(), mint()];
