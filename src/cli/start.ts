@@ -55,7 +55,7 @@ export function bundleImporter(dir: string): (specifier: string, byNode?: boolea
     const file = join(dir, name);
     let source: string;
     try {
-      source = readFileSync(file, 'utf8');
+      source = readFileSync(file, 'latin1'); // ASCII, as bundle.cjs (the build makes it so: asciiBundle)
     } catch {
       return null;
     }

@@ -24,7 +24,7 @@ import { dirname, join, relative, resolve, sep } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { parseArgs } from 'node:util';
 import { compileFunction } from 'node:vm';
-import { assertAscii, codeCache as fullCodeCache, FAST_PATH, IMPORT_META_URL } from '../build/cli-bundle.js';
+import { asciiBundle, assertAscii, codeCache as fullCodeCache, FAST_PATH, IMPORT_META_URL } from '../build/cli-bundle.js';
 import { CLI_ASSET, CLI_CACHE_ASSET, MANIFEST_ASSET, SQLITE_ADDON_ID, type EmbeddedFile, type SeaManifest } from './manifest.js';
 import { REST_ASSET, REST_CACHE_ASSET, REST_PARAMS } from './rest.js';
 
@@ -279,6 +279,7 @@ export async function buildBinary(opts: BuildOptions = {}): Promise<BuildReport>
     });
     checkWarnings('CLI rest bundle', rest, log);
     checkExternals('CLI rest bundle', rest);
+    await asciiBundle('CLI rest bundle', restFile); // rest.ts reads it as latin1
     const restBytes = statSync(restFile).size;
     assets[REST_ASSET] = restFile;
     if (codeCache) {

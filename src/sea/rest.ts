@@ -21,7 +21,8 @@ let rest: Rest | undefined;
 
 function load(): Rest {
   // Both read in place (getRawAsset), not copied first: 0.8 MB of code and 1 MB of cache.
-  const source = Buffer.from(sea.getRawAsset(REST_ASSET) as ArrayBuffer).toString('utf8');
+  // ASCII (build.ts makes it so: asciiBundle): read as latin1, a one-byte string, not decoded as UTF-8.
+  const source = Buffer.from(sea.getRawAsset(REST_ASSET) as ArrayBuffer).toString('latin1');
   let cachedData: Uint8Array | undefined;
   try {
     cachedData = new Uint8Array(sea.getRawAsset(REST_CACHE_ASSET) as ArrayBuffer);

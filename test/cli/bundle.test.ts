@@ -9,7 +9,7 @@ import { pathToFileURL } from 'node:url';
 import { Script } from 'node:vm';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { isNodeSvcError, NodeSvcError } from '../../src/domain/errors.js';
-import { IMPORT_META_URL } from '../../src/build/cli-bundle.js';
+import { asciiBundle, IMPORT_META_URL } from '../../src/build/cli-bundle.js';
 import { BUNDLE, BUNDLE_CACHE, bundleImporter, CACHE_SUFFIX, DAEMON_BUNDLE, REST, wrapCjs } from '../../src/cli/start.js';
 import { BIN, cliFor, json, REPO_ROOT, tempDataDir, type TempDataDir } from '../helpers/cli.js';
 import { ISSUER, keyPair, mintCredential, publicJwks, writeJwks } from '../helpers/issuer.js';
@@ -111,10 +111,38 @@ async function esModulesLoaded(args: string[], until?: RegExp, env: Record<strin
 describe('dist/cli: the bundles of the other commands', () => {
   it('rest.cjs (every function) and daemon.cjs (the top level) have code caches this node accepts', () => {
     for (const [name, everyFunction] of [[REST, true], [DAEMON_BUNDLE, false]] as const) {
-      const source = readFileSync(join(CLI_DIR, name), 'utf8');
+      // Read as the loader reads them: latin1, which is right only because they are ASCII.
+      const bytes = readFileSync(join(CLI_DIR, name));
+      expect(bytes.findIndex((b) => b > 0x7f), `${name}: a byte that is not ASCII`).toBe(-1);
+      const source = bytes.toString('latin1');
       const cachedData = readFileSync(join(CLI_DIR, `${name}${CACHE_SUFFIX}`));
       expect(new Script(wrapCjs(source), { filename: name, cachedData }).cachedDataRejected, name).toBe(false);
       if (everyFunction) expect(cachedData.length).toBeGreaterThan(source.length);
+    }
+  });
+
+  it('asciiBundle writes non-ASCII characters as \\u{…} where that keeps the code (comments, strings) and refuses where it would not, leaving the file as it was', async () => {
+    const dir = (await tempDataDir()).root;
+    const write = (name: string, text: string) => {
+      const f = join(dir, name);
+      writeFileSync(f, text);
+      return f;
+    };
+    const kept = write('kept.cjs', '// a \u2014 b\n/* ≥ 𝑊 */\nmodule.exports = { a: "\\u2014", b: "≥" };\n');
+    await asciiBundle('kept', kept);
+    const made = readFileSync(kept, 'latin1');
+    expect(made).toBe('// a \\u{2014} b\n/* \\u{2265} \\u{1d44a} */\nmodule.exports = { a: "\\u2014", b: "\\u{2265}" };\n');
+    const m = { exports: {} as { a?: string; b?: string } };
+    new Script(wrapCjs(made)).runInThisContext()(m.exports, require, m);
+    expect(m.exports).toEqual({ a: '\u2014', b: '≥' });
+    for (const [name, text] of [
+      ['regex', 'module.exports = /≥/.test("≥");\n'], // /\u{2265}/ without the u flag is another expression
+      ['template', 'module.exports = String.raw`≥`;\n'], // a template's raw text is what was written
+      ['separator', '// a\u2028module.exports = 1;\n'], // U+2028 ends a line comment: what follows it is code
+    ] as const) {
+      const f = write(`${name}.cjs`, text);
+      await expect(asciiBundle(name, f), name).rejects.toThrow(/would change the code/);
+      expect(readFileSync(f, 'utf8'), name).toBe(text);
     }
   });
 
