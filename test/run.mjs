@@ -1,4 +1,4 @@
-// `npm test` after the build: the suites in four passes, every pass run even when one before it failed, and a
+// `npm test` after the build: the suites in five passes, every pass run even when one before it failed, and a
 // non-zero exit when any failed (CI fails on any failed test).
 //   1. SQLite, two test files at a time: most of a file's time is spent waiting on a daemon, a chain or a timer,
 //      not on a core (vitest's default on two cores is one file at a time). Each file has its own data dirs and ports.
@@ -6,17 +6,18 @@
 //      two of them beside two other files on two cores were seen to shift a settlement's rebroadcast timing
 //      (escrow-funding's stalled-miner case, before the nonce fix of escrow-nonces).
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
-// Each store's suites run beside the other store's chain-timing files, one file at a time: passes 1 and 4 side by side,
-// then 3 and 2 ("1+4,3+2"). The chain files mostly wait on a miner or a timer, so they fill the cores the suites leave.
+//   5. The container fleet's file (CONTAINER below), alone.
+// Each store's suites run beside the other store's chain-timing files, one file at a time: passes 1, 4 and 5 side by
+// side, then 3 and 2 ("1+4+5,3+2"). The chain files mostly wait on a miner or a timer, so they fill the cores the suites leave.
 // Each pass's output is kept and printed whole when it ends, never interleaved. NODE_SVC_TEST_PHASES spells out another
 // order (phases one after another separated by commas, passes side by side joined by +). Measured on fresh clones
 // here: on 2026-11-27 "1,3,2+4" 353 + 274 + 151 s and "1+2,3+4" 408 + 312 s then 417 + 353 s; on 2026-11-28, with the
 // rails polled every 200 ms in the tests (--settle-poll), "1,3,2+4" 334 + 254 + 145 s (733 s) and "1+4,3+2" 392 + 289 s
 // (681 s), both passing. NODE_SVC_TEST_SIDE_BY_SIDE=1
-// is "1+3,2+4" (under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
-// NODE_SVC_TEST_SEQUENTIAL=1 runs the four one after another, printing as they go. Hooks and tests get 60 s
+// is "1+3+5,2+4" (without pass 5, under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
+// NODE_SVC_TEST_SEQUENTIAL=1 runs the five one after another, printing as they go. Hooks and tests get 60 s
 // (a beforeAll that seeds a store and starts a daemon took over vitest's default 10 s under load).
-// `node test/run.mjs --pass 1` (or 2, 3, 4) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
+// `node test/run.mjs --pass 1` (or 2 to 5) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
 
