@@ -8,13 +8,15 @@
 //   3. and 4. The same split on PostgreSQL (test/run-postgres.mjs: the behavioural suites, a database per daemon).
 //   5. The container fleet's file (CONTAINER below), alone.
 // Each store's suites run beside the other store's chain-timing files, one file at a time: passes 1, 4 and 5 side by
-// side, then 3 and 2 ("1+4+5,3+2"). The chain files mostly wait on a miner or a timer, so they fill the cores the suites leave.
+// side, then 3 and 2 ("1+4+5,3+2"). The chain files mostly wait on a miner or a timer, so they fill the cores the
+// suites leave.
 // Each pass's output is kept and printed whole when it ends, never interleaved. NODE_SVC_TEST_PHASES spells out another
 // order (phases one after another separated by commas, passes side by side joined by +). Measured on fresh clones
 // here: on 2026-11-27 "1,3,2+4" 353 + 274 + 151 s and "1+2,3+4" 408 + 312 s then 417 + 353 s; on 2026-11-28, with the
 // rails polled every 200 ms in the tests (--settle-poll), "1,3,2+4" 334 + 254 + 145 s (733 s) and "1+4,3+2" 392 + 289 s
 // (681 s), both passing. NODE_SVC_TEST_SIDE_BY_SIDE=1
-// is "1+3+5,2+4" (without pass 5, under that load four CI runs in a row each failed a different timing-sensitive test, each fixed since);
+// is "1+3+5,2+4" (without pass 5, under that load four CI runs in a row each failed a different timing-sensitive
+// test, each fixed since);
 // NODE_SVC_TEST_SEQUENTIAL=1 runs the five one after another, printing as they go. Hooks and tests get 60 s
 // (a beforeAll that seeds a store and starts a daemon took over vitest's default 10 s under load).
 // `node test/run.mjs --pass 1` (or 2 to 5) runs one pass; NODE_SVC_TEST_WORKERS sets pass 1 and 3's files at a time.
@@ -29,8 +31,8 @@ const SIDE_BY_SIDE = process.env.NODE_SVC_TEST_SIDE_BY_SIDE === '1';
 const exclude = (files) => files.flatMap((f) => ['--exclude', f]);
 // test/e2e/multi-daemon.test.ts and test/e2e/alerts-store.test.ts start PostgreSQL servers of their own, and
 // test/e2e/container.test.ts a PostgreSQL container of its own: they run once, outside the PostgreSQL suites
-// (alerts-store and multi-daemon in pass 2's process: ALERTS_STORE and MULTI below; the container file in pass 4's:
-// CONTAINER). PG_OWN, below them, names them (and test/e2e/pg-partition.test.ts).
+// (alerts-store and multi-daemon in pass 2's process: ALERTS_STORE and MULTI below; the container file in pass 5, a
+// process of its own: CONTAINER). PG_OWN, below them, names them (and test/e2e/pg-partition.test.ts).
 const PG_SUITES = ['test/e2e', 'test/api', 'test/rails'];
 const postgres = (n) => {
   if (existsSync(PG_CTL) || process.env.CI) return true;
