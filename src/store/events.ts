@@ -3,7 +3,7 @@ import { envelopeBody, kindInVersion, type EventKind } from '../domain/events.js
 import { BLOCK_DIGITS, CROCKFORD, newId, newIdBlock } from '../domain/ids.js';
 import { iso } from '../domain/time.js';
 import { mergeable, onCommit, type Sql } from './sql.js';
-import { countInserted, deliveries, matches, subscriptions } from './webhooks.js';
+import { countInserted } from './webhooks.js';
 
 /** Called after each recorded event that made a delivery, so the delivery worker wakes at once, once it can claim it. */
 const wakers = new Set<() => void>();
@@ -28,10 +28,20 @@ export function blockDigitsSql(k: string): string {
  * SQL: the subscription (its columns prefixed `w`) is the node's, active, and takes the event: matches(), in SQL (the
  * kind in the subscription's schema version, and in its events list, a JSON array of kind names or '*').
  */
-const takesEvent = (w: string, node: string, in100: string, quoted: string) =>
-  `${w}node_id = ${node} AND ${w}status = 'active' AND (${w}schema_version = '1.1.0' OR ${in100} = 1) AND (${w}events = '*' OR strpos(${w}events, ${quoted}) > 0)`;
+const takesEvent = (w: string, node: string, in100: string, quoted: string, find = 'strpos') =>
+  `${w}node_id = ${node} AND ${w}status = 'active' AND (${w}schema_version = '1.1.0' OR ${in100} = 1) AND (${w}events = '*' OR ${find}(${w}events, ${quoted}) > 0)`;
 
 const SQLITE_INSERT = 'INSERT INTO events(id, node_id, type, external_ref, occurred_at, body) VALUES (?, ?, ?, ?, ?, ?) RETURNING seq';
+/**
+ * SQLite: an event's deliveries, one per subscription that takes it, in one statement (PG_RECORD's fan-out: the same
+ * test of the subscription in SQL, SQLite's instr for strpos; the ids a block of this process, numbered in the order
+ * the node's active subscriptions are read from webhook_subscriptions_node, which is their rowid order: oldest first.
+ * PostgreSQL numbers them by id; here that would sort them in a temporary b-tree per event). One INSERT per matching
+ * subscription after a read of the node's active ones until 2026-12-02.
+ */
+const SQLITE_FAN_OUT = `INSERT INTO deliveries(id, event_seq, subscription_id, status, next_attempt_at, created_at, redelivery)
+  SELECT @block || ${blockDigitsSql('s.k')}, @seq, s.id, 'pending', @now, @now, 0
+  FROM (SELECT id, row_number() OVER () AS k FROM webhook_subscriptions WHERE ${takesEvent('', '@node', '@in100', '@quoted', 'instr')}) s`;
 /** recordEvent's PostgreSQL statement, made once: its text is the same for every event (and so is the store's cache key). */
 const PG_RECORD = `WITH e AS (INSERT INTO events(id, node_id, type, external_ref, occurred_at, body)
           VALUES (@id, @node, @type, @ref, @now, @body) RETURNING seq),
@@ -103,14 +113,11 @@ export async function recordEvent(tx: Sql, nodeId: string, type: EventKind, exte
     if (Number(row!.made) > 0) wakeAfter(tx);
     return { seq: Number(row!.seq), id, type, externalRef, occurredAt: now };
   }
-  // SQLite: the event, then one delivery per matching subscription (statements in this process cost no round trip).
+  // SQLite: the event, then its deliveries (SQLITE_FAN_OUT; counted by the insert trigger).
   const seq = Number(await tx.value<number>(SQLITE_INSERT, [id, nodeId, type, externalRef, now, body]));
-  const subs = await subscriptions.activeForNode(tx, nodeId);
-  const e = { seq, id, type, externalRef, occurredAt: now };
-  let made = 0;
-  for (const sub of subs) if (matches(sub, type)) { await deliveries.insert(tx, e.seq, sub.id, now); made++; }
+  const made = await tx.run(SQLITE_FAN_OUT, { block: newIdBlock('dlv'), seq, now, node: nodeId, in100: kindInVersion(type, '1.0.0') ? 1 : 0, quoted: JSON.stringify(type) });
   if (made > 0) wakeAfter(tx);
-  return e;
+  return { seq, id, type, externalRef, occurredAt: now };
 }
 
 export interface EventRow { seq: number; id: string; node_id: string; type: EventKind; external_ref: string; occurred_at: number; body: string; xact?: string }

@@ -7,6 +7,8 @@ import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NodeSvcError } from '../../src/domain/errors.js';
 import { DB_FILE, LATEST_VERSION, openSqliteStore as openStore, storageFault } from '../../src/store/db.js';
 import { MIGRATIONS } from '../../src/store/migrations/index.js';
+import { recordEvent } from '../../src/store/events.js';
+import { matches, subscriptions } from '../../src/store/webhooks.js';
 
 let root: string;
 let dataDir: string;
@@ -138,5 +140,49 @@ describe('storageFault: what SQLite says of its file or disk is a 503 that names
   it('anything else is left as it is (a statement that is wrong is ours to fix: a 500, logged)', () => {
     for (const e of [sqliteError('SQLITE_CONSTRAINT_UNIQUE'), sqliteError('SQLITE_ERROR'), new Error('SQLITE_FULL'), Object.assign(new Error('x'), { code: 'SQLITE_FULL' })])
       expect(storageFault(e, '/d')).toBe(e);
+  });
+});
+
+describe('recordEvent on SQLite (the fan-out in one statement)', () => {
+  it('makes exactly the deliveries matches() says, with ids of one block in the subscriptions\' creation order, and counts them', async () => {
+    const store = openStore(dataDir);
+    try {
+      store.db.exec("INSERT INTO nodes(id, created_at) VALUES ('n1', 0), ('n2', 0)");
+      // Created in an order that is not their ids' order: the ids follow the creation order (rowid), not the id.
+      const subs: Array<{ id: string; events: string; schema_version: '1.0.0' | '1.1.0'; node: string; status: string }> = [];
+      const kinds = ['*', '["budget.halted"]', '["stream.revoked","subscription.closed"]', '["subscription.closed"]', '["budget.released"]'];
+      for (let i = 0; i < 24; i++)
+        subs.push({ id: `whk_${String((i * 7) % 24).padStart(2, '0')}`, events: kinds[i % kinds.length]!, schema_version: i % 3 === 0 ? '1.0.0' : '1.1.0', node: 'n1', status: i === 13 ? 'disabled' : 'active' });
+      subs.push({ id: 'whk_other', events: '*', schema_version: '1.1.0', node: 'n2', status: 'active' });
+      await store.write(async (tx) => {
+        for (const x of subs)
+          await subscriptions.insert(tx, { id: x.id, node_id: x.node, url: 'https://r.example/h', events: x.events, schema_version: x.schema_version, description: null, status: x.status as 'active', secret: 'whsec_x', created_at: 0 });
+      });
+      for (const kind of ['budget.halted', 'subscription.closed', 'stream.revoked', 'stream.opened'] as const) {
+        const e = await store.write((tx) => recordEvent(tx, 'n1', kind, 'ref', {}, 1000));
+        const got = await store.q.all<{ subscription_id: string; id: string }>('SELECT subscription_id, id FROM deliveries WHERE event_seq = ? ORDER BY id', [e.seq]);
+        const want = subs.filter((x) => x.node === 'n1' && x.status === 'active' && matches(x, kind)).map((x) => x.id);
+        expect(got.map((r) => r.subscription_id), kind).toEqual(want); // ids ascending = creation order
+        for (const r of got) expect(r.id).toMatch(/^dlv_[0-9A-HJKMNP-TV-Z]{26}$/); // ids as newId makes them
+        if (got.length) expect(new Set(got.map((r) => r.id.slice(0, -4))).size).toBe(1); // one block
+      }
+      // Past 32 subscriptions the id's second digit from the end moves too: 40 more on n2, all taking it.
+      await store.write(async (tx) => {
+        for (let i = 0; i < 40; i++)
+          await subscriptions.insert(tx, { id: `whk_n2_${String(i).padStart(2, '0')}`, node_id: 'n2', url: 'https://r.example/h', events: '*', schema_version: '1.1.0', description: null, status: 'active', secret: 'whsec_x', created_at: 0 });
+      });
+      const wide = await store.write((tx) => recordEvent(tx, 'n2', 'budget.halted', 'ref', {}, 1000));
+      const ids = (await store.q.all<{ id: string }>('SELECT id FROM deliveries WHERE event_seq = ? ORDER BY subscription_id', [wide.seq])).map((r) => r.id);
+      expect(ids.length).toBe(41);
+      expect(new Set(ids).size).toBe(41);
+      expect(new Set(ids.map((id) => id.slice(0, -4))).size).toBe(1);
+      expect(ids.map((id) => id.slice(-4)).sort()).toEqual(Array.from({ length: 41 }, (_, k) => [32768, 1024, 32, 1].map((p) => '0123456789ABCDEFGHJKMNPQRSTVWXYZ'[Math.floor((k + 1) / p) % 32]).join('')));
+      // The counters the insert trigger keeps agree with the rows.
+      const counted = await store.q.value<number>("SELECT SUM(n) FROM delivery_counts WHERE state = 'pending'");
+      expect(counted).toBe(await store.q.value<number>("SELECT COUNT(*) FROM deliveries WHERE status = 'pending'"));
+      expect(counted).toBeGreaterThan(41);
+    } finally {
+      void store.close();
+    }
   });
 });
