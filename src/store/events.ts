@@ -35,7 +35,8 @@ const SQLITE_INSERT = 'INSERT INTO events(id, node_id, type, external_ref, occur
 /**
  * SQLite: an event's deliveries, one per subscription that takes it, in one statement (PG_RECORD's fan-out: the same
  * test of the subscription in SQL, SQLite's instr for strpos; the ids a block of this process, numbered in the order
- * the node's active subscriptions are read from webhook_subscriptions_node, which is their rowid order: oldest first.
+ * the node's active subscriptions are read from webhook_subscriptions_node, which is their rowid order (the order they
+ * were made in, unless a VACUUM renumbered the rows; nothing depends on it).
  * PostgreSQL numbers them by id; here that would sort them in a temporary b-tree per event). One INSERT per matching
  * subscription after a read of the node's active ones until 2026-12-02.
  */
