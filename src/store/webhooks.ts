@@ -36,8 +36,6 @@ export const subscriptions = {
   /** Subscriptions that count against the node's limit (active and disabled; deleted ones are gone). */
   countForNode: async (q: Sql, nodeId: string) =>
     (await q.value<number>("SELECT COUNT(*) FROM webhook_subscriptions WHERE node_id = ? AND status != 'deleted'", [nodeId])) ?? 0,
-  activeForNode: (q: Sql, nodeId: string) =>
-    q.all<Pick<SubscriptionRow, 'id' | 'events' | 'schema_version'>>("SELECT id, events, schema_version FROM webhook_subscriptions WHERE node_id = ? AND status = 'active'", [nodeId]),
   setStatus: (q: Sql, id: string, status: SubscriptionRow['status'], reason: string | null, now: number) =>
     (activeChanged(), q.run('UPDATE webhook_subscriptions SET status = ?, disabled_reason = ?, updated_at = ? WHERE id = ?', [status, reason, now, id])),
   rotate: (q: Sql, id: string, secret: string, previousExpiresAt: number, now: number) =>
