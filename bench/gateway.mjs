@@ -1,10 +1,11 @@
 // bench/gateway: per-request overhead of the Hono gateway (node-svc/gateway/hono) measured in process with
 // app.fetch — the same app with and without the middleware, alternated rounds, medians — and the verify
 // ratios of DESIGN §13 through the public SDK (verifyAllowance) against raw crypto.verify Ed25519.
-import { generateKeyPairSync, sign, verify } from 'node:crypto';
+import { sign, verify } from 'node:crypto';
 import { Hono } from 'hono';
 import { KeySet, verifyAllowance } from 'node-svc/sdk';
 import { allowance } from 'node-svc/gateway/hono';
+import { newEd25519KeyPair } from '../dist/sdk/jws.js';
 import { report, result } from './lib/report.mjs';
 
 const N = Number(process.env.BENCH_N ?? 20000); // requests per gateway round
@@ -13,7 +14,7 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
 
 const ISS = 'https://issuer.example';
 const AUD = 'node-a';
-const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+const { publicKey, privateKey } = newEd25519KeyPair(); // not generateKeyPairSync: see src/sdk/jws.ts
 const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'bench-k1', alg: 'EdDSA', use: 'sig' };
 const trustedKeys = [{ kid: 'bench-k1', issuer: ISS, alg: 'EdDSA', jwk }];
 const b64 = (o) => Buffer.from(JSON.stringify(o)).toString('base64url');

@@ -51,7 +51,6 @@
 // only part 3.
 import { execFileSync, spawn } from 'node:child_process';
 import { createServer } from 'node:http';
-import { generateKeyPairSync } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -61,6 +60,7 @@ import { exportJWK, SignJWT } from 'jose';
 import { encodeFunctionData, keccak256, parseTransaction, toHex } from 'viem';
 import { privateKeyToAccount } from 'viem/accounts';
 import { EscrowRail } from '../dist/rails/escrow/adapter.js';
+import { newEd25519KeyPair } from '../dist/sdk/jws.js';
 import { ESCROW_ABI, TOKEN_ABI } from '../dist/rails/escrow/artifacts.js';
 import { startSandboxChain } from '../dist/rails/escrow/sandbox.js';
 import { report, result } from './lib/report.mjs';
@@ -239,7 +239,7 @@ async function adapterRate() {
 }
 
 // ---- the real daemon ----
-const issuerKeys = generateKeyPairSync('ed25519');
+const issuerKeys = newEd25519KeyPair(); // not generateKeyPairSync: see src/sdk/jws.ts
 const issuerJwk = { ...(await exportJWK(issuerKeys.publicKey)), kid: 'bench-issuer', alg: 'EdDSA', use: 'sig' };
 
 function prepareDataDir(tag) {

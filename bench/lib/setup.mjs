@@ -1,11 +1,14 @@
 // Shared by the benches: a temp data dir prepared with the real CLI (one node,
 // its token, one trusted Ed25519 issuer key), the real daemon as a child process, and fast signing with node:crypto.
 import { execFileSync, spawn } from 'node:child_process';
-import { generateKeyPairSync, sign } from 'node:crypto';
+import { sign } from 'node:crypto';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+
+// Keys from newEd25519KeyPair, never generateKeyPairSync: a JWK export of those can hang node 20 for good (src/sdk/jws.ts).
+import { newEd25519KeyPair } from '../../dist/sdk/jws.js';
 
 export const BIN = fileURLToPath(new URL('../../bin/node-svc', import.meta.url));
 export const ISSUER = 'https://issuer.bench';
@@ -48,8 +51,8 @@ export function prepare(prefix) {
   const dataDir = join(root, 'data');
   const env = Object.fromEntries(Object.entries(process.env).filter(([k]) => !k.startsWith('NODE_SVC_')));
   const cli = (...args) => execFileSync(process.execPath, [BIN, ...args, '--data-dir', dataDir], { env, encoding: 'utf8' });
-  const issuer = generateKeyPairSync('ed25519');
-  const payer = generateKeyPairSync('ed25519');
+  const issuer = newEd25519KeyPair();
+  const payer = newEd25519KeyPair();
   const jwk = { ...issuer.publicKey.export({ format: 'jwk' }), kid: 'bench-k1', alg: 'EdDSA', use: 'sig' };
   const payerJwk = payer.publicKey.export({ format: 'jwk' });
   writeFileSync(join(root, 'jwks.json'), JSON.stringify({ keys: [jwk] }));

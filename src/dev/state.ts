@@ -1,8 +1,9 @@
 // The sandbox's own state (dev only): the dev issuer's and payer's keys, the node, the chain's contracts.
 // Kept in <data-dir>/sandbox.json, mode 0600. Never used outside `node-svc dev`.
-import { generateKeyPairSync, createPrivateKey, type KeyObject } from 'node:crypto';
+import { createPrivateKey, type KeyObject } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { newEd25519KeyPair } from '../sdk/jws.js';
 
 export const DEV_ISSUER = 'https://issuer.sandbox.node-svc.invalid';
 export const DEV_NODE = 'dev-node';
@@ -30,8 +31,8 @@ export function saveState(dataDir: string, s: SandboxState): void {
 export function newState(): SandboxState {
   const jwk = (k: KeyObject) => k.export({ format: 'jwk' }) as Record<string, unknown>;
   return {
-    issuer: { iss: DEV_ISSUER, kid: DEV_KID, privateJwk: jwk(generateKeyPairSync('ed25519').privateKey) },
-    payer: { privateJwk: jwk(generateKeyPairSync('ed25519').privateKey) },
+    issuer: { iss: DEV_ISSUER, kid: DEV_KID, privateJwk: jwk(newEd25519KeyPair().privateKey) },
+    payer: { privateJwk: jwk(newEd25519KeyPair().privateKey) },
     node: DEV_NODE,
     runs: 0,
   };

@@ -2,7 +2,7 @@
 // with node:crypto's one-shot verify: jose v6 routes every verify through WebCrypto's asynchronous
 // path, which alone measured 0.58 of the raw Ed25519 rate here, leaving no room for the claim checks.
 import { isUtf8 } from 'node:buffer';
-import { sign, verify, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
+import { createPrivateKey, createPublicKey, generateKeyPairSync, sign, verify, type KeyObject, type VerifyKeyObjectInput } from 'node:crypto';
 import type { Refusal } from '../domain/refusals.js';
 import { Lru } from '../lru.js';
 
@@ -213,4 +213,26 @@ function signedBytes(k: { alg: string; key: KeyObject }, parts: readonly [string
 export function signCompactEdDSA(header: Record<string, unknown>, payload: Record<string, unknown>, key: KeyObject): string {
   const input = `${Buffer.from(JSON.stringify(header)).toString('base64url')}.${Buffer.from(JSON.stringify(payload)).toString('base64url')}`;
   return `${input}.${sign(null, Buffer.from(input), key).toString('base64url')}`;
+}
+
+/** What precedes the 32 key bytes in those encodings (RFC 8410: PKCS#8 v1 of id-Ed25519, and its SubjectPublicKeyInfo). */
+const PKCS8_ED25519 = Buffer.from('302e020100300506032b657004220420', 'hex');
+const SPKI_ED25519 = Buffer.from('302a300506032b6570032100', 'hex');
+
+/**
+ * A new Ed25519 key pair for node-svc's own signing keys (receipt keys, the sandbox's issuer and payer): generated as
+ * DER bytes, then imported as a JWK, never handed out as the KeyObjects generateKeyPairSync returns. On Node 20
+ * (v20.20.2 here) those share a mutex with the finished generation job, and a JWK export holds it while it allocates
+ * JavaScript objects: a garbage collection at that moment destroys the job, whose destructor takes the same mutex, and
+ * the process hangs for good (gdb: `KeyGenJob::~KeyGenJob` under `ExportJWKEdKey`, in `futex_wait`; bench/headroom hung
+ * so in bench/lib/setup.mjs on 2026-12-02). A loop of generateKeyPairSync and JWK exports hung after 836-9,699 rounds
+ * in six runs here; this function's keys passed 20,000 (test/sdk/keygen.test.ts). DER exports take no such risk.
+ */
+export function newEd25519KeyPair(): { privateKey: KeyObject; publicKey: KeyObject } {
+  // DER bytes: no KeyObject of the generation job's is ever made.
+  const { privateKey: pkcs8, publicKey: spki } = generateKeyPairSync('ed25519', { privateKeyEncoding: { format: 'der', type: 'pkcs8' }, publicKeyEncoding: { format: 'der', type: 'spki' } });
+  if (pkcs8.length !== 48 || !pkcs8.subarray(0, 16).equals(PKCS8_ED25519) || spki.length !== 44 || !spki.subarray(0, 12).equals(SPKI_ED25519))
+    throw new Error('node:crypto encoded an Ed25519 key pair in an unexpected layout');
+  const privateKey = createPrivateKey({ key: { kty: 'OKP', crv: 'Ed25519', d: pkcs8.subarray(16).toString('base64url'), x: spki.subarray(12).toString('base64url') }, format: 'jwk' });
+  return { privateKey, publicKey: createPublicKey(privateKey) };
 }

@@ -7,11 +7,11 @@
 // - Issuing: inside the write that records settlement.final (any rail, and any other path that makes money final, such
 //   as an x402 payment on the escrow rail: call issueReceipt in the same transaction as its settlement.final). One
 //   receipt per jti (the settlement id): a write run again keeps the first.
-import { createHash, createPrivateKey, generateKeyPairSync, randomUUID } from 'node:crypto';
+import { createHash, createPrivateKey, randomUUID } from 'node:crypto';
 import { conflict, NodeSvcError, notFound } from '../domain/errors.js';
 import { RECEIPT_ALG, RECEIPT_TYP, receiptClaims, type ReceiptFacts } from '../domain/receipts.js';
 import { iso } from '../domain/time.js';
-import { signCompactEdDSA } from '../sdk/jws.js';
+import { newEd25519KeyPair, signCompactEdDSA } from '../sdk/jws.js';
 import { receiptKeys, receipts, type ReceiptKeyRow } from '../store/receipts.js';
 import type { Sql, Store } from '../store/sql.js';
 import { streams } from '../store/streams.js';
@@ -21,8 +21,10 @@ import type { Deps } from './deps.js';
 const thumbprint = (jwk: { crv?: unknown; kty?: unknown; x?: unknown }) =>
   createHash('sha256').update(JSON.stringify({ crv: jwk.crv, kty: jwk.kty, x: jwk.x })).digest('base64url');
 
-function newKey(issuer: string, now: number) {
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+/** A new receipt key row (exported for test/sdk/keygen.test.ts, which makes thousands in a loop). */
+export function newReceiptKey(issuer: string, now: number) {
+  // Not generateKeyPairSync: its keys can hang the process in a JWK export (newEd25519KeyPair says why).
+  const { publicKey, privateKey } = newEd25519KeyPair();
   const pub = publicKey.export({ format: 'jwk' });
   const kid = thumbprint(pub);
   return {
@@ -38,7 +40,7 @@ async function activeKey(tx: Sql, now: number): Promise<ReceiptKeyRow> {
   if (k) return k;
   // Every key of a store signs as one issuer: the first key's, or a new name for the first key.
   const issuer = (await receiptKeys.list(tx))[0]?.issuer ?? `urn:node-svc:receipts:${randomUUID()}`;
-  await receiptKeys.insertIfNoActive(tx, newKey(issuer, now));
+  await receiptKeys.insertIfNoActive(tx, newReceiptKey(issuer, now));
   const made = await receiptKeys.active(tx);
   if (!made) throw new NodeSvcError('store', 'no active receipt key after creating one');
   return made;

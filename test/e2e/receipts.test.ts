@@ -2,7 +2,6 @@
 // (escrow) and on the local card processor; settlement.final is delivered with a receipt; GET /v1/streams/{id}/receipt
 // and `node-svc receipts jwks` give the same receipt and keys; `node-svc receipts verify` (the SDK's verifyReceipt)
 // accepts it, and refuses by name a tampered receipt, another daemon's key, the wrong node, and an RPC that disagrees.
-import { generateKeyPairSync } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -12,7 +11,7 @@ import type { Hex } from 'viem';
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { startLocalProcessor, type LocalProcessor } from '../../src/rails/card/processor.js';
 import { startSandboxChain, type SandboxChain } from '../../src/rails/escrow/sandbox.js';
-import { signCompactEdDSA } from '../../src/sdk/jws.js';
+import { newEd25519KeyPair, signCompactEdDSA } from '../../src/sdk/jws.js';
 import { verifyReceipt } from '../../src/sdk/index.js';
 import { cardCredential, cardFlags, newWebhookSecret, startCardDaemon, voucher, writeSecretFile } from '../helpers/card.js';
 import { cliFor, json, tempDataDir, type TempDataDir } from '../helpers/cli.js';
@@ -42,7 +41,7 @@ function finals(receiver: Receiver, secret: string, stream: string): Envelope[] 
 
 /** A receipt JWKS of our own and a signer for it: receipts the chain can disagree with, on purpose. */
 function forger() {
-  const { publicKey, privateKey } = generateKeyPairSync('ed25519');
+  const { publicKey, privateKey } = newEd25519KeyPair(); // not generateKeyPairSync: its JWK export can hang (src/sdk/jws.ts)
   const jwk = { ...publicKey.export({ format: 'jwk' }), kid: 'forged-1', alg: 'EdDSA', use: 'sig' };
   return { jwks: { keys: [jwk] }, sign: (claims: Record<string, unknown>) => signCompactEdDSA({ alg: 'EdDSA', typ: 'node-svc-receipt+jwt', kid: 'forged-1' }, claims, privateKey) };
 }
