@@ -97,6 +97,20 @@ function failuresIn(text) {
   return named.length > 40 ? [...named.slice(0, 40), `… and ${named.length - 40} more (above)`] : named;
 }
 
+/**
+ * The environment the passes run in: this one, without NODE_EXTRA_CA_CERTS (NODE_SVC_TEST_KEEP_EXTRA_CA_CERTS=1 keeps
+ * it). Node 20 reads and parses that file as every process starts, before any of its code runs: where it names the
+ * system's whole bundle (this machine sets /etc/ssl/certs/ca-certificates.crt, for npm's registry access) that is ~65 ms
+ * more per node process (`node -e 0` 155.6 against 85.2 ms, medians of 15 alternated, 2026-12-02), and a run starts
+ * over a thousand of them (CLI runs, daemons, vitest's workers) that reach no TLS server but the tests' own. The one
+ * test that needs the variable (test/e2e/webhooks.test.ts, a receiver's own certificate) sets it for its daemon.
+ */
+function testEnv() {
+  const e = { ...process.env };
+  if (process.env.NODE_SVC_TEST_KEEP_EXTRA_CA_CERTS !== '1') delete e.NODE_EXTRA_CA_CERTS;
+  return e;
+}
+
 /** Pass n in its own vitest process; resolves with its exit status and seconds. `show`: print as it goes, else kept and printed at the end. */
 function run(n, show) {
   const p = passes[n];
@@ -106,7 +120,7 @@ function run(n, show) {
   const [args, env] = [p.args, p.env ?? {}];
   return new Promise((resolve) => {
     const child = spawn(process.execPath, ['node_modules/vitest/vitest.mjs', 'run', ...args, '--testTimeout=60000', '--hookTimeout=60000'], {
-      stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, ...env },
+      stdio: ['ignore', 'pipe', 'pipe'], env: { ...testEnv(), ...env },
     });
     const out = [];
     for (const [s, to] of [[child.stdout, process.stdout], [child.stderr, process.stderr]]) s.on('data', (b) => {
